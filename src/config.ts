@@ -1,0 +1,135 @@
+import { randomBytes } from 'node:crypto';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { join, resolve } from 'node:path';
+
+export type Role = 'all' | 'api' | 'worker';
+
+export interface Config {
+  production: boolean;
+  port: number;
+  host: string;
+  role: Role;
+  databaseUrl: string | undefined;
+  dataDir: string;
+  redisUrl: string | undefined;
+  adminToken: string;
+  secretsKey: Buffer;
+  upstreamBaseUrl: string | undefined;
+  upstreamAppSecret: string;
+  upstreamVerifyToken: string;
+  upstreamTimeoutMs: number;
+  sandboxPort: number;
+  sandboxReviewMs: number;
+  rateLimitPerMinute: number;
+  webhookRetryDelaysMs: number[];
+  webhookTimeoutMs: number;
+  webhookExtraCaFile: string | undefined;
+  webhookAllowPrivateNetworks: boolean;
+  openapiEnabled: boolean;
+  logLevel: string;
+  seedDemo: boolean;
+  workerPollMs: number;
+  trustProxy: boolean;
+  /** How long an authenticated key may be served from the in-process cache (revocation bound). */
+  authCacheMs: number;
+  /** A running Idempotency-Key claim older than this is treated as abandoned (crashed request). */
+  idempotencyLockMs: number;
+  idempotencyTtlMs: number;
+}
+
+export class ConfigError extends Error {}
+
+type Env = Record<string, string | undefined>;
+
+function int(env: Env, name: string, fallback: number): number {
+  const raw = env[name];
+  if (raw === undefined || raw === '') return fallback;
+  const value = Number(raw);
+  if (!Number.isInteger(value)) throw new ConfigError(`${name} must be an integer, got "${raw}"`);
+  return value;
+}
+
+function bool(env: Env, name: string, fallback: boolean): boolean {
+  const raw = env[name];
+  if (raw === undefined || raw === '') return fallback;
+  if (['1', 'true', 'yes', 'on'].includes(raw.toLowerCase())) return true;
+  if (['0', 'false', 'no', 'off'].includes(raw.toLowerCase())) return false;
+  throw new ConfigError(`${name} must be true or false, got "${raw}"`);
+}
+
+function intList(env: Env, name: string, fallback: number[]): number[] {
+  const raw = env[name];
+  if (raw === undefined || raw === '') return fallback;
+  const values = raw.split(',').map((part) => Number(part.trim()));
+  if (values.some((v) => !Number.isInteger(v) || v < 0)) {
+    throw new ConfigError(`${name} must be a comma-separated list of non-negative integers`);
+  }
+  return values;
+}
+
+export function parseSecretsKey(raw: string): Buffer {
+  const trimmed = raw.trim();
+  const key = /^[0-9a-fA-F]{64}$/.test(trimmed) ? Buffer.from(trimmed, 'hex') : Buffer.from(trimmed, 'base64');
+  if (key.length !== 32) throw new ConfigError('SECRETS_KEY must be 32 bytes, as 64 hex characters or base64');
+  return key;
+}
+
+/** Development secrets are generated once into DATA_DIR so restarts keep decrypting old data. */
+function devSecret(dataDir: string, name: string, make: () => string): string {
+  const file = join(dataDir, 'dev-secrets.json');
+  let secrets: Record<string, string> = {};
+  if (existsSync(file)) secrets = JSON.parse(readFileSync(file, 'utf8'));
+  if (!secrets[name]) {
+    secrets[name] = make();
+    mkdirSync(dataDir, { recursive: true });
+    writeFileSync(file, JSON.stringify(secrets, null, 2), { mode: 0o600 });
+  }
+  return secrets[name];
+}
+
+export function loadConfig(env: Env = process.env): Config {
+  const production = env.NODE_ENV === 'production';
+  if (production) {
+    const missing = ['DATABASE_URL', 'ADMIN_TOKEN', 'SECRETS_KEY', 'UPSTREAM_BASE_URL', 'UPSTREAM_APP_SECRET', 'UPSTREAM_VERIFY_TOKEN']
+      .filter((name) => !env[name]);
+    if (missing.length > 0) {
+      throw new ConfigError(`NODE_ENV=production requires ${missing.join(', ')} to be set (no embedded database, generated secrets or sandbox upstream in production)`);
+    }
+  }
+  const role = (env.ROLE ?? 'all') as Role;
+  if (!['all', 'api', 'worker'].includes(role)) throw new ConfigError(`ROLE must be all, api or worker, got "${role}"`);
+  const dataDir = resolve(env.DATA_DIR || './data');
+  const port = int(env, 'PORT', 8080);
+  const hex = (bytes: number) => () => randomBytes(bytes).toString('hex');
+
+  return {
+    production,
+    port,
+    host: env.HOST || '0.0.0.0',
+    role,
+    databaseUrl: env.DATABASE_URL || undefined,
+    dataDir,
+    redisUrl: env.REDIS_URL || undefined,
+    adminToken: env.ADMIN_TOKEN || devSecret(dataDir, 'ADMIN_TOKEN', () => `adm_${randomBytes(24).toString('hex')}`),
+    secretsKey: parseSecretsKey(env.SECRETS_KEY || devSecret(dataDir, 'SECRETS_KEY', hex(32))),
+    upstreamBaseUrl: env.UPSTREAM_BASE_URL || undefined,
+    upstreamAppSecret: env.UPSTREAM_APP_SECRET || devSecret(dataDir, 'UPSTREAM_APP_SECRET', hex(16)),
+    upstreamVerifyToken: env.UPSTREAM_VERIFY_TOKEN || devSecret(dataDir, 'UPSTREAM_VERIFY_TOKEN', hex(12)),
+    upstreamTimeoutMs: int(env, 'UPSTREAM_TIMEOUT_MS', 10_000),
+    sandboxPort: int(env, 'SANDBOX_PORT', port === 0 ? 0 : port + 1),
+    sandboxReviewMs: int(env, 'SANDBOX_REVIEW_MS', 1500),
+    rateLimitPerMinute: int(env, 'RATE_LIMIT_PER_MINUTE', 120),
+    webhookRetryDelaysMs: intList(env, 'WEBHOOK_RETRY_DELAYS_MS', [60_000, 300_000, 1_800_000, 7_200_000, 21_600_000]),
+    webhookTimeoutMs: int(env, 'WEBHOOK_TIMEOUT_MS', 10_000),
+    webhookExtraCaFile: env.WEBHOOK_EXTRA_CA_FILE || undefined,
+    webhookAllowPrivateNetworks: bool(env, 'WEBHOOK_ALLOW_PRIVATE_NETWORKS', !production),
+    openapiEnabled: bool(env, 'OPENAPI_ENABLED', !production),
+    logLevel: env.LOG_LEVEL || 'info',
+    seedDemo: bool(env, 'SEED_DEMO', !production),
+    workerPollMs: int(env, 'WORKER_POLL_MS', 500),
+    trustProxy: bool(env, 'TRUST_PROXY', false),
+    authCacheMs: int(env, 'AUTH_CACHE_MS', 1000),
+    idempotencyLockMs: int(env, 'IDEMPOTENCY_LOCK_MS', 60_000),
+    idempotencyTtlMs: int(env, 'IDEMPOTENCY_TTL_MS', 24 * 3600 * 1000),
+  };
+}

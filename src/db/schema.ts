@@ -1,0 +1,103 @@
+import type { ColumnType, Generated, GeneratedAlways } from 'kysely';
+
+/** A timestamp column: read as Date, written as Date or ISO string. */
+export type Timestamp = ColumnType<Date, Date | string, Date | string>;
+type CreatedAt = ColumnType<Date, Date | string | undefined, never>;
+type Json = ColumnType<unknown, string, string>;
+
+export interface TenantsTable {
+  id: string;
+  name: string;
+  plan: string;
+  api_requests_daily: number;
+  created_at: CreatedAt;
+  updated_at: Timestamp | null;
+  deleted_at: Timestamp | null;
+}
+
+export interface ApiKeysTable {
+  id: string;
+  tenant_id: string;
+  name: string;
+  key_hash: string;
+  prefix: string;
+  mode: string;
+  scopes: string[];
+  expires_at: Timestamp | null;
+  ip_allowlist: Generated<string[]>;
+  created_at: CreatedAt;
+  revoked_at: Timestamp | null;
+}
+
+export interface BusinessAccountsTable {
+  tenant_id: string;
+  waba_id: string;
+  phone_number_id: string;
+  display_phone_number: string | null;
+  access_token_enc: string;
+  status: string;
+  connected_at: ColumnType<Date, Date | string | undefined, Date | string>;
+  updated_at: Timestamp | null;
+}
+
+export interface ContactsTable {
+  id: string;
+  tenant_id: string;
+  first_name: string;
+  last_name: string | null;
+  phone: string;
+  email: string | null;
+  company: string | null;
+  job_title: string | null;
+  status: string | null;
+  tags: Generated<string[]>;
+  custom_fields: ColumnType<Record<string, unknown>, string | undefined, string>;
+  source: Generated<string>;
+  search_text: GeneratedAlways<string>;
+  created_at: CreatedAt;
+  updated_at: Timestamp | null;
+  deleted_at: Timestamp | null;
+}
+
+export interface ContactCommunicationsTable {
+  id: string;
+  tenant_id: string;
+  contact_id: string;
+  direction: string;
+  channel: Generated<string>;
+  message_id: string | null;
+  summary: string | null;
+  created_at: CreatedAt;
+}
+
+export interface EventsTable {
+  id: string;
+  tenant_id: string;
+  type: string;
+  data: Json;
+  created_at: CreatedAt;
+}
+
+export interface IdempotencyKeysTable {
+  tenant_id: string;
+  key: string;
+  method: string;
+  path: string;
+  request_hash: string;
+  state: string;
+  response_status: number | null;
+  response_headers: ColumnType<Record<string, string> | null, string | null, string | null>;
+  response_body: string | null;
+  created_at: CreatedAt;
+  locked_until: Timestamp | null;
+}
+
+export interface DB {
+  tenants: TenantsTable;
+  api_keys: ApiKeysTable;
+  business_accounts: BusinessAccountsTable;
+  contacts: ContactsTable;
+  contact_communications: ContactCommunicationsTable;
+  events: EventsTable;
+  idempotency_keys: IdempotencyKeysTable;
+}

@@ -1,0 +1,68 @@
+import { Redis } from 'ioredis';
+import type { Logger } from 'pino';
+import type { Config } from './config.ts';
+import { openDatabase, type Database, type Db } from './db/database.ts';
+import { ApiKeyAuthenticator } from './http/auth.ts';
+import { IdempotencyStore } from './http/idempotency.ts';
+import { MemoryRateCounter, RedisRateCounter, type RateCounter } from './http/rate-limit.ts';
+import { createLogger } from './logger.ts';
+import { AdminService } from './modules/admin/admin.service.ts';
+import { ContactsService } from './modules/contacts/contacts.service.ts';
+
+export interface Deps {
+  config: Config;
+  logger: Logger;
+  database: Database;
+  db: Db;
+  redis: Redis | null;
+  rateCounter: RateCounter;
+  authenticator: ApiKeyAuthenticator;
+  idempotency: IdempotencyStore;
+  admin: AdminService;
+  contacts: ContactsService;
+  close(): Promise<void>;
+}
+
+/**
+ * Redis holds only rate-limit counters, so it must never slow a request down: no offline queue,
+ * a 50 ms command timeout, and reconnection in the background.
+ */
+export function connectRedis(url: string, logger: Logger): Redis {
+  const redis = new Redis(url, {
+    enableOfflineQueue: false,
+    commandTimeout: 50,
+    maxRetriesPerRequest: 0,
+    connectTimeout: 200,
+    retryStrategy: (times) => Math.min(times * 100, 1000),
+  });
+  let lastLogged = 0;
+  redis.on('error', (err) => {
+    if (Date.now() - lastLogged > 10_000) {
+      lastLogged = Date.now();
+      logger.warn({ err: err.message }, 'redis unavailable; rate limiting is suspended until it returns');
+    }
+  });
+  return redis;
+}
+
+export async function createDeps(config: Config, logger: Logger = createLogger(config.logLevel)): Promise<Deps> {
+  const database = await openDatabase(config);
+  const db = database.db;
+  const redis = config.redisUrl ? connectRedis(config.redisUrl, logger) : null;
+  return {
+    config,
+    logger,
+    database,
+    db,
+    redis,
+    rateCounter: redis ? new RedisRateCounter(redis) : new MemoryRateCounter(),
+    authenticator: new ApiKeyAuthenticator(db, Math.min(config.authCacheMs, 1000)),
+    idempotency: new IdempotencyStore(db, config.idempotencyTtlMs, config.idempotencyLockMs),
+    admin: new AdminService(db, config.secretsKey),
+    contacts: new ContactsService(db),
+    async close() {
+      redis?.disconnect();
+      await database.close();
+    },
+  };
+}

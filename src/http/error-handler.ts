@@ -1,0 +1,82 @@
+import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { AppError, errorEnvelope, type ValidationDetail } from './errors.ts';
+
+interface AjvIssue {
+  keyword: string;
+  instancePath: string;
+  message?: string;
+  params?: Record<string, unknown>;
+}
+
+function valueAt(root: unknown, path: (string | number)[]): unknown {
+  let current = root;
+  for (const part of path) {
+    if (current === null || typeof current !== 'object') return null;
+    current = (current as Record<string | number, unknown>)[part];
+  }
+  return current === undefined ? null : current;
+}
+
+function toDetails(issues: AjvIssue[], context: string, request: FastifyRequest): ValidationDetail[] {
+  const source = context === 'querystring' ? 'query' : context;
+  const root = (request as unknown as Record<string, unknown>)[context === 'querystring' ? 'query' : context];
+  return issues.map((issue) => {
+    const path = issue.instancePath.split('/').slice(1).map((p) => (/^\d+$/.test(p) ? Number(p) : p.replace(/~1/g, '/').replace(/~0/g, '~')));
+    if (issue.keyword === 'required' && typeof issue.params?.missingProperty === 'string') path.push(issue.params.missingProperty);
+    if (issue.keyword === 'additionalProperties' && typeof issue.params?.additionalProperty === 'string') path.push(issue.params.additionalProperty);
+    const field = path.length > 0 ? path.join('.') : source;
+    return {
+      type: issue.keyword === 'required' ? 'missing' : issue.keyword,
+      loc: [source, ...path],
+      msg: issue.keyword === 'required' ? 'Field required' : `${field} ${issue.message ?? 'is invalid'}`,
+      input: issue.keyword === 'required' ? null : valueAt(root, path),
+    };
+  });
+}
+
+/** Framework errors that are the caller's fault, mapped to the spec's statuses. */
+const CLIENT_ERRORS: Record<string, { status: number; message: string }> = {
+  FST_ERR_CTP_INVALID_JSON_BODY: { status: 400, message: 'Malformed JSON body' },
+  FST_ERR_CTP_EMPTY_JSON_BODY: { status: 400, message: 'Request body is empty but Content-Type is application/json' },
+  FST_ERR_CTP_INVALID_MEDIA_TYPE: { status: 415, message: 'Unsupported Content-Type' },
+  FST_ERR_CTP_BODY_TOO_LARGE: { status: 413, message: 'Request body is too large' },
+  FST_ERR_CTP_INVALID_CONTENT_LENGTH: { status: 400, message: 'Invalid Content-Length' },
+  FST_ERR_CTP_INVALID_TYPE: { status: 400, message: 'Invalid Content-Type' },
+  FST_INVALID_MULTIPART_CONTENT_TYPE: { status: 400, message: 'Request is not multipart' },
+  FST_REQ_FILE_TOO_LARGE: { status: 413, message: 'File is too large' },
+  FST_PARTS_LIMIT: { status: 413, message: 'Too many parts' },
+  FST_FILES_LIMIT: { status: 413, message: 'Too many files' },
+  FST_FIELDS_LIMIT: { status: 413, message: 'Too many fields' },
+};
+
+export function sendError(reply: FastifyReply, error: AppError): FastifyReply {
+  return reply.code(error.status).type('application/json').send(errorEnvelope(reply.request.id, error.code, error.message, error.extras));
+}
+
+export function installErrorHandling(app: FastifyInstance, knownRoutes: () => { method: string; pattern: RegExp }[]) {
+  app.setErrorHandler((error: FastifyError & { validation?: AjvIssue[]; validationContext?: string }, request, reply) => {
+    if (error instanceof AppError) return sendError(reply, error);
+    if (error.validation) {
+      const details = toDetails(error.validation, error.validationContext ?? 'body', request);
+      const message = details.length === 1 ? details[0].msg : 'Request validation failed';
+      return sendError(reply, new AppError('VALIDATION_ERROR', message, { details }));
+    }
+    const known = error.code ? CLIENT_ERRORS[error.code] : undefined;
+    if (known) return sendError(reply, new AppError('VALIDATION_ERROR', known.message, {}, known.status));
+    if (error instanceof SyntaxError || (error.statusCode === 400 && !error.code?.startsWith('FST_ERR'))) {
+      return sendError(reply, new AppError('VALIDATION_ERROR', 'Malformed request body'));
+    }
+    request.log.error({ err: error, request_id: request.id }, 'unhandled error');
+    return sendError(reply, new AppError('INTERNAL_ERROR', 'An unexpected error occurred. Retry with backoff.'));
+  });
+
+  app.setNotFoundHandler((request, reply) => {
+    const path = request.url.split('?')[0];
+    const allowed = knownRoutes().filter((r) => r.pattern.test(path)).map((r) => r.method);
+    if (allowed.length > 0 && !allowed.includes(request.method)) {
+      reply.header('allow', [...new Set(allowed)].join(', '));
+      return sendError(reply, new AppError('NOT_FOUND', `Method ${request.method} is not allowed on ${path}`, {}, 405));
+    }
+    return sendError(reply, new AppError('NOT_FOUND', `Route ${request.method} ${path} not found`));
+  });
+}

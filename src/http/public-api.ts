@@ -1,0 +1,91 @@
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { Feature } from '../modules/tenants/plans.ts';
+import type { ApiKeyAuthenticator, AuthContext } from './auth.ts';
+import { AppError } from './errors.ts';
+import { sendError } from './error-handler.ts';
+import { IdempotencyStore, shouldKeepResponse } from './idempotency.ts';
+import { checkRateLimit, rateLimitHeaders, type RateCounter } from './rate-limit.ts';
+
+declare module 'fastify' {
+  interface FastifyContextConfig {
+    /** Scopes the API key needs for this route (public API routes must declare them). */
+    scopes?: string[];
+    /** Plan feature the tenant needs beyond access_api. */
+    feature?: Feature;
+    /** Creating or sending POST: honours Idempotency-Key. */
+    idempotent?: boolean;
+  }
+  interface FastifyRequest {
+    auth: AuthContext;
+    idempotencyKey?: string;
+  }
+}
+
+export interface PublicApiDeps {
+  authenticator: ApiKeyAuthenticator;
+  rateCounter: RateCounter;
+  idempotency: IdempotencyStore;
+  rateLimitPerMinute: number;
+}
+
+/**
+ * Hooks every public route goes through, in the order the spec implies: authenticate and
+ * authorise (nothing counted on 401/403), replay an Idempotency-Key (replays are free), then count
+ * the request against the tenant's windows (400 and 404 results still count).
+ */
+export function installPublicApiHooks(app: FastifyInstance, deps: PublicApiDeps) {
+  app.decorateRequest('auth', null as unknown as AuthContext);
+
+  app.addHook('onRequest', async (request) => {
+    const config = request.routeOptions.config;
+    request.auth = await deps.authenticator.authenticate(request, config.scopes ?? [], config.feature);
+  });
+
+  app.addHook('preValidation', async (request, reply) => {
+    if (request.routeOptions.config.idempotent && (await replayIdempotent(request, reply, deps.idempotency))) return reply;
+    const result = await checkRateLimit(deps.rateCounter, request.auth.tenantId, deps.rateLimitPerMinute, request.auth.apiRequestsDaily);
+    if (!result) return;
+    reply.headers(rateLimitHeaders(result));
+    if (!result.allowed) {
+      if (request.idempotencyKey) await deps.idempotency.release(request.auth.tenantId, request.idempotencyKey);
+      request.idempotencyKey = undefined;
+      reply.header('retry-after', String(result.retryAfter));
+      return sendError(reply, new AppError('RATE_LIMIT_EXCEEDED', 'Rate limit exceeded. Please slow down.'));
+    }
+  });
+
+  app.addHook('onSend', async (request, reply, payload) => {
+    const key = request.idempotencyKey;
+    if (!key) return payload;
+    request.idempotencyKey = undefined;
+    if (shouldKeepResponse(reply.statusCode) && typeof payload === 'string') {
+      await deps.idempotency.complete(request.auth.tenantId, key, reply.statusCode, { 'content-type': String(reply.getHeader('content-type') ?? 'application/json') }, payload);
+    } else {
+      await deps.idempotency.release(request.auth.tenantId, key);
+    }
+    return payload;
+  });
+
+  // A request that dies without a response (client gone, crash in a stream) must not hold its key.
+  app.addHook('onRequestAbort', async (request) => {
+    if (request.idempotencyKey) await deps.idempotency.release(request.auth.tenantId, request.idempotencyKey);
+  });
+}
+
+async function replayIdempotent(request: FastifyRequest, reply: FastifyReply, store: IdempotencyStore): Promise<boolean> {
+  const header = request.headers['idempotency-key'];
+  if (header === undefined) return false;
+  const key = Array.isArray(header) ? header[0] : header;
+  if (!IdempotencyStore.validKey(key)) {
+    throw new AppError('VALIDATION_ERROR', 'Idempotency-Key must be 1-255 printable characters (a UUID v4 is recommended)', {
+      details: [{ type: 'value_error', loc: ['header', 'Idempotency-Key'], msg: 'Invalid Idempotency-Key', input: key }],
+    });
+  }
+  const claim = await store.claim({ tenantId: request.auth.tenantId, key, method: request.method, path: request.url, body: request.body });
+  if (claim.kind === 'claimed') {
+    request.idempotencyKey = key;
+    return false;
+  }
+  reply.code(claim.status).headers(claim.headers).header('idempotent-replayed', 'true').send(claim.body);
+  return true;
+}

@@ -1,0 +1,112 @@
+import type { Redis } from 'ioredis';
+
+export interface RateLimitResult {
+  allowed: boolean;
+  minuteLimit: number;
+  minuteRemaining: number;
+  dayLimit: number;
+  dayRemaining: number;
+  /** Unix seconds at which the tighter window resets. */
+  reset: number;
+  /** Seconds until the exceeded window resets (only meaningful when not allowed). */
+  retryAfter: number;
+}
+
+/** Counts one request in both fixed windows; resolves null when the counter backend is unavailable. */
+export interface RateCounter {
+  hit(tenantId: string, minuteLimit: number): Promise<{ minute: number; day: number } | null>;
+}
+
+const MINUTE_MS = 60_000;
+const DAY_MS = 86_400_000;
+
+export function windowsAt(now: number) {
+  const minute = Math.floor(now / MINUTE_MS);
+  const day = Math.floor(now / DAY_MS);
+  return { minute, day, minuteReset: (minute + 1) * 60, dayReset: (day + 1) * 86_400 };
+}
+
+/**
+ * Increment-then-check over fixed UTC windows. A request refused by the minute window does not
+ * consume the day budget; one refused by the day window has already spent its minute slot.
+ */
+export async function checkRateLimit(counter: RateCounter, tenantId: string, minuteLimit: number, dayLimit: number, now = Date.now()): Promise<RateLimitResult | null> {
+  const counts = await counter.hit(tenantId, minuteLimit);
+  if (!counts) return null;
+  const w = windowsAt(now);
+  const unlimitedDay = dayLimit < 0;
+  const minuteRemaining = Math.max(0, minuteLimit - counts.minute);
+  const dayRemaining = unlimitedDay ? -1 : Math.max(0, dayLimit - counts.day);
+  const minuteExceeded = counts.minute > minuteLimit;
+  const dayExceeded = !unlimitedDay && !minuteExceeded && counts.day > dayLimit;
+  const dayIsTighter = !unlimitedDay && (dayExceeded || dayRemaining < minuteRemaining);
+  const reset = dayIsTighter ? w.dayReset : w.minuteReset;
+  return {
+    allowed: !minuteExceeded && !dayExceeded,
+    minuteLimit,
+    minuteRemaining,
+    dayLimit,
+    dayRemaining,
+    reset,
+    retryAfter: Math.max(1, reset - Math.floor(now / 1000)),
+  };
+}
+
+// One round trip, atomic: bump the minute counter, and the day counter only if the minute allows it.
+const HIT_SCRIPT = `
+local m = redis.call('INCR', KEYS[1])
+if m == 1 then redis.call('PEXPIRE', KEYS[1], ARGV[1]) end
+local d
+if m <= tonumber(ARGV[3]) then
+  d = redis.call('INCR', KEYS[2])
+  if d == 1 then redis.call('PEXPIRE', KEYS[2], ARGV[2]) end
+else
+  d = tonumber(redis.call('GET', KEYS[2]) or '0')
+end
+return {m, d}
+`;
+
+type RedisWithHit = Redis & { rateHit(k1: string, k2: string, a1: number, a2: number, a3: number): Promise<[number, number]> };
+
+export class RedisRateCounter implements RateCounter {
+  private redis: RedisWithHit;
+  constructor(redis: Redis) {
+    redis.defineCommand('rateHit', { numberOfKeys: 2, lua: HIT_SCRIPT });
+    this.redis = redis as RedisWithHit;
+  }
+
+  async hit(tenantId: string, minuteLimit: number) {
+    const w = windowsAt(Date.now());
+    try {
+      const [minute, day] = await this.redis.rateHit(`rl:${tenantId}:m:${w.minute}`, `rl:${tenantId}:d:${w.day}`, MINUTE_MS * 2, DAY_MS + MINUTE_MS, minuteLimit);
+      return { minute, day };
+    } catch {
+      return null; // Redis down or slow: allow the request, omit the headers.
+    }
+  }
+}
+
+export class MemoryRateCounter implements RateCounter {
+  private counters = new Map<string, { minuteWindow: number; minute: number; dayWindow: number; day: number }>();
+
+  async hit(tenantId: string, minuteLimit: number) {
+    const w = windowsAt(Date.now());
+    let c = this.counters.get(tenantId);
+    if (!c) this.counters.set(tenantId, (c = { minuteWindow: w.minute, minute: 0, dayWindow: w.day, day: 0 }));
+    if (c.minuteWindow !== w.minute) Object.assign(c, { minuteWindow: w.minute, minute: 0 });
+    if (c.dayWindow !== w.day) Object.assign(c, { dayWindow: w.day, day: 0 });
+    c.minute += 1;
+    if (c.minute <= minuteLimit) c.day += 1;
+    return { minute: c.minute, day: c.day };
+  }
+}
+
+export function rateLimitHeaders(r: RateLimitResult): Record<string, string> {
+  return {
+    'x-ratelimit-limit-minute': String(r.minuteLimit),
+    'x-ratelimit-remaining-minute': String(r.minuteRemaining),
+    'x-ratelimit-limit-day': String(r.dayLimit),
+    'x-ratelimit-remaining-day': String(r.dayRemaining),
+    'x-ratelimit-reset': String(r.reset),
+  };
+}

@@ -1,0 +1,11 @@
+import { randomBytes } from 'node:crypto';
+import type { IncomingMessage } from 'node:http';
+
+// A caller-supplied id is echoed only when it is short and printable, so it is safe in logs and headers.
+const CALLER_ID = /^[\x21-\x7e]{1,128}$/;
+
+export function requestIdFor(req: IncomingMessage): string {
+  const given = req.headers['x-request-id'];
+  if (typeof given === 'string' && CALLER_ID.test(given)) return given;
+  return `req_${randomBytes(6).toString('hex')}`;
+}

@@ -1,0 +1,2 @@
+// Public exports of the package for tenants' receivers and tooling.
+export {};

@@ -1,0 +1,34 @@
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
+import { safeEqual } from '../../crypto/safe-equal.ts';
+import { SCOPES, PRESETS, WILDCARD } from '../tenants/scopes.ts';
+import { assertAdminToken, type AdminService } from './admin.service.ts';
+import {
+  ApiKey, ApiKeyCreate, BusinessAccount, BusinessAccountConnect, CreatedApiKey, KeyParams, Message, ScopeVocabulary, Tenant,
+  TenantCreate, TenantParams, TenantPatch,
+} from './admin.schemas.ts';
+import { Type } from 'typebox';
+
+export const adminRoutes: FastifyPluginAsyncTypebox<{ admin: AdminService; adminToken: string }> = async (app, { admin, adminToken }) => {
+  app.addHook('onRequest', async (req) => assertAdminToken(req.headers.authorization, adminToken, safeEqual));
+
+  app.post('/tenants', { schema: { body: TenantCreate, response: { 201: Tenant } } },
+    async (req, reply) => reply.code(201).send(await admin.createTenant(req.body.name, req.body.plan)));
+  app.get('/tenants/:id', { schema: { params: TenantParams, response: { 200: Tenant } } }, (req) => admin.getTenant(req.params.id));
+  app.patch('/tenants/:id', { schema: { params: TenantParams, body: TenantPatch, response: { 200: Tenant } } },
+    (req) => admin.updateTenant(req.params.id, req.body));
+  app.delete('/tenants/:id', { schema: { params: TenantParams, response: { 200: Message } } }, (req) => admin.deleteTenant(req.params.id));
+
+  app.post('/tenants/:id/api-keys', { schema: { params: TenantParams, body: ApiKeyCreate, response: { 201: CreatedApiKey } } },
+    async (req, reply) => reply.code(201).send(await admin.createApiKey(req.params.id, req.body)));
+  app.get('/tenants/:id/api-keys', { schema: { params: TenantParams, response: { 200: Type.Object({ data: Type.Array(ApiKey) }) } } },
+    (req) => admin.listApiKeys(req.params.id));
+  app.delete('/tenants/:id/api-keys/:key_id', { schema: { params: KeyParams, response: { 200: Message } } },
+    (req) => admin.revokeApiKey(req.params.id, req.params.key_id));
+
+  app.put('/tenants/:id/business-account', { schema: { params: TenantParams, body: BusinessAccountConnect, response: { 200: BusinessAccount } } },
+    (req) => admin.connectBusinessAccount(req.params.id, req.body));
+  app.delete('/tenants/:id/business-account', { schema: { params: TenantParams, response: { 200: BusinessAccount } } },
+    (req) => admin.disconnectBusinessAccount(req.params.id));
+
+  app.get('/scopes', { schema: { response: { 200: ScopeVocabulary } } }, async () => ({ scopes: [...SCOPES], wildcard: WILDCARD, presets: PRESETS }));
+};

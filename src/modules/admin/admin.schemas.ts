@@ -1,0 +1,78 @@
+import { Type, type Static } from 'typebox';
+import { PLAN_NAMES } from '../tenants/plans.ts';
+
+const Nullable = <T extends Parameters<typeof Type.Union>[0][number]>(schema: T) => Type.Union([schema, Type.Null()]);
+const PlanName = Type.Union(PLAN_NAMES.map((p) => Type.Literal(p)));
+
+export const Tenant = Type.Object({
+  id: Type.String(),
+  name: Type.String(),
+  plan: Type.String(),
+  api_requests_daily: Type.Integer(),
+  created_at: Type.String(),
+});
+export type Tenant = Static<typeof Tenant>;
+
+export const TenantCreate = Type.Object({
+  name: Type.String({ minLength: 1, maxLength: 255 }),
+  plan: PlanName,
+});
+export const TenantPatch = Type.Object({
+  name: Type.Optional(Type.String({ minLength: 1, maxLength: 255 })),
+  plan: Type.Optional(PlanName),
+  api_requests_daily: Type.Optional(Type.Integer({ minimum: -1 })),
+});
+export type TenantPatch = Static<typeof TenantPatch>;
+
+export const ApiKey = Type.Object({
+  id: Type.String(),
+  name: Type.String(),
+  prefix: Type.String(),
+  scopes: Type.Array(Type.String()),
+  mode: Type.String(),
+  expires_at: Nullable(Type.String()),
+  ip_allowlist: Type.Array(Type.String()),
+  created_at: Type.String(),
+  revoked_at: Nullable(Type.String()),
+});
+export type ApiKey = Static<typeof ApiKey>;
+export const CreatedApiKey = Type.Object({ ...ApiKey.properties, key: Type.String() });
+
+export const ApiKeyCreate = Type.Object({
+  name: Type.String({ minLength: 1, maxLength: 255 }),
+  scopes: Type.Optional(Type.Array(Type.String(), { minItems: 1 })),
+  preset: Type.Optional(Type.String()),
+  mode: Type.Optional(Type.Union([Type.Literal('live'), Type.Literal('test')])),
+  expires_at: Type.Optional(Nullable(Type.String({ format: 'date-time' }))),
+  ip_allowlist: Type.Optional(Type.Array(Type.String(), { maxItems: 100 })),
+});
+export type ApiKeyCreate = Static<typeof ApiKeyCreate>;
+
+export const BusinessAccount = Type.Object({
+  tenant_id: Type.String(),
+  waba_id: Type.String(),
+  phone_number_id: Type.String(),
+  display_phone_number: Nullable(Type.String()),
+  status: Type.String(),
+  connected_at: Type.String(),
+  updated_at: Nullable(Type.String()),
+});
+export type BusinessAccount = Static<typeof BusinessAccount>;
+
+export const BusinessAccountConnect = Type.Object({
+  waba_id: Type.String({ minLength: 1, maxLength: 64 }),
+  phone_number_id: Type.String({ minLength: 1, maxLength: 64 }),
+  access_token: Type.String({ minLength: 1, maxLength: 4096 }),
+  display_phone_number: Type.Optional(Nullable(Type.String({ maxLength: 32 }))),
+});
+export type BusinessAccountConnect = Static<typeof BusinessAccountConnect>;
+
+export const ScopeVocabulary = Type.Object({
+  scopes: Type.Array(Type.String()),
+  wildcard: Type.String(),
+  presets: Type.Array(Type.Object({ name: Type.String(), scopes: Type.Array(Type.String()) })),
+});
+
+export const TenantParams = Type.Object({ id: Type.String() });
+export const KeyParams = Type.Object({ id: Type.String(), key_id: Type.String() });
+export const Message = Type.Object({ message: Type.String() });

@@ -1,0 +1,150 @@
+import { randomUUID } from 'node:crypto';
+import type { Selectable } from 'kysely';
+import type { Db } from '../../db/database.ts';
+import type { ApiKeysTable, BusinessAccountsTable, TenantsTable } from '../../db/schema.ts';
+import { encryptSecret } from '../../crypto/secrets.ts';
+import { AppError, conflict, notFound, validationError } from '../../http/errors.ts';
+import { parseAllowlistEntry } from '../../http/ip-allowlist.ts';
+import { isUuid } from '../contacts/contacts.repository.ts';
+import { generateApiKey } from '../tenants/api-key-format.ts';
+import { PLANS, type PlanName } from '../tenants/plans.ts';
+import { isKnownScope, PRESETS } from '../tenants/scopes.ts';
+import type { ApiKey, ApiKeyCreate, BusinessAccount, BusinessAccountConnect, Tenant, TenantPatch } from './admin.schemas.ts';
+
+const iso = (d: Date | null) => (d ? d.toISOString() : null);
+
+function toTenant(row: Selectable<TenantsTable>): Tenant {
+  return { id: row.id, name: row.name, plan: row.plan, api_requests_daily: row.api_requests_daily, created_at: row.created_at.toISOString() };
+}
+
+function toApiKey(row: Selectable<ApiKeysTable>): ApiKey {
+  return {
+    id: row.id, name: row.name, prefix: row.prefix, scopes: row.scopes, mode: row.mode, expires_at: iso(row.expires_at),
+    ip_allowlist: row.ip_allowlist, created_at: row.created_at.toISOString(), revoked_at: iso(row.revoked_at),
+  };
+}
+
+export function toBusinessAccount(row: Selectable<BusinessAccountsTable>): BusinessAccount {
+  return {
+    tenant_id: row.tenant_id, waba_id: row.waba_id, phone_number_id: row.phone_number_id, display_phone_number: row.display_phone_number,
+    status: row.status, connected_at: row.connected_at.toISOString(), updated_at: iso(row.updated_at),
+  };
+}
+
+/** What operators (a dashboard, scripts) do: provision tenants, keys and business accounts. */
+export class AdminService {
+  constructor(private db: Db, private secretsKey: Buffer) {}
+
+  async createTenant(name: string, plan: PlanName): Promise<Tenant> {
+    const row = await this.db.insertInto('tenants')
+      .values({ id: randomUUID(), name, plan, api_requests_daily: PLANS[plan].apiRequestsDaily })
+      .returningAll().executeTakeFirstOrThrow();
+    return toTenant(row);
+  }
+
+  private async liveTenant(id: string) {
+    const row = isUuid(id)
+      ? await this.db.selectFrom('tenants').selectAll().where('id', '=', id).where('deleted_at', 'is', null).executeTakeFirst()
+      : undefined;
+    if (!row) throw notFound('Tenant');
+    return row;
+  }
+
+  async getTenant(id: string): Promise<Tenant> {
+    return toTenant(await this.liveTenant(id));
+  }
+
+  async updateTenant(id: string, patch: TenantPatch): Promise<Tenant> {
+    const current = await this.liveTenant(id);
+    const plan = (patch.plan ?? current.plan) as PlanName;
+    // A plan change brings the plan's standard quota unless a custom one is given with it.
+    const daily = patch.api_requests_daily ?? (patch.plan && patch.plan !== current.plan ? PLANS[plan].apiRequestsDaily : current.api_requests_daily);
+    const row = await this.db.updateTable('tenants')
+      .set({ name: patch.name ?? current.name, plan, api_requests_daily: daily, updated_at: new Date() })
+      .where('id', '=', id).returningAll().executeTakeFirstOrThrow();
+    return toTenant(row);
+  }
+
+  async deleteTenant(id: string): Promise<{ message: string }> {
+    await this.liveTenant(id);
+    await this.db.transaction().execute(async (tx) => {
+      await tx.updateTable('tenants').set({ deleted_at: new Date() }).where('id', '=', id).execute();
+      await tx.updateTable('business_accounts').set({ status: 'disconnected', updated_at: new Date() }).where('tenant_id', '=', id).execute();
+    });
+    return { message: 'Tenant deleted' };
+  }
+
+  async createApiKey(tenantId: string, input: ApiKeyCreate): Promise<ApiKey & { key: string }> {
+    await this.liveTenant(tenantId);
+    const scopes = new Set<string>(input.scopes ?? []);
+    if (input.preset !== undefined) {
+      const preset = PRESETS.find((p) => p.name === input.preset);
+      if (!preset) throw validationError(`Unknown preset "${input.preset}"; known presets: ${PRESETS.map((p) => p.name).join(', ')}`, ['body', 'preset'], input.preset);
+      preset.scopes.forEach((s) => scopes.add(s));
+    }
+    if (scopes.size === 0) scopes.add('*');
+    const unknown = [...scopes].filter((s) => !isKnownScope(s));
+    if (unknown.length > 0) throw validationError(`Unknown scope(s): ${unknown.join(', ')}`, ['body', 'scopes'], unknown);
+    const allowlist = input.ip_allowlist ?? [];
+    allowlist.forEach((entry, i) => {
+      if (!parseAllowlistEntry(entry)) throw validationError(`ip_allowlist[${i}] must be an IPv4 or IPv6 address or CIDR`, ['body', 'ip_allowlist', i], entry);
+    });
+
+    const mode = input.mode ?? 'live';
+    const { key, hash, prefix } = generateApiKey(mode);
+    const row = await this.db.insertInto('api_keys')
+      .values({
+        id: randomUUID(), tenant_id: tenantId, name: input.name, key_hash: hash, prefix, mode, scopes: [...scopes],
+        expires_at: input.expires_at ?? null, ip_allowlist: allowlist,
+      })
+      .returningAll().executeTakeFirstOrThrow();
+    return { ...toApiKey(row), key };
+  }
+
+  async listApiKeys(tenantId: string): Promise<{ data: ApiKey[] }> {
+    await this.liveTenant(tenantId);
+    const rows = await this.db.selectFrom('api_keys').selectAll().where('tenant_id', '=', tenantId).orderBy('created_at').execute();
+    return { data: rows.map(toApiKey) };
+  }
+
+  async revokeApiKey(tenantId: string, keyId: string): Promise<{ message: string }> {
+    await this.liveTenant(tenantId);
+    const result = isUuid(keyId)
+      ? await this.db.updateTable('api_keys').set({ revoked_at: new Date() })
+          .where('tenant_id', '=', tenantId).where('id', '=', keyId).where('revoked_at', 'is', null).executeTakeFirst()
+      : undefined;
+    if (!result || Number(result.numUpdatedRows) === 0) throw notFound('API key');
+    return { message: 'API key revoked' };
+  }
+
+  async connectBusinessAccount(tenantId: string, input: BusinessAccountConnect): Promise<BusinessAccount> {
+    await this.liveTenant(tenantId);
+    const values = {
+      waba_id: input.waba_id, phone_number_id: input.phone_number_id, display_phone_number: input.display_phone_number ?? null,
+      access_token_enc: encryptSecret(this.secretsKey, input.access_token), status: 'active',
+    };
+    try {
+      const row = await this.db.insertInto('business_accounts')
+        .values({ tenant_id: tenantId, ...values })
+        .onConflict((oc) => oc.column('tenant_id').doUpdateSet({ ...values, connected_at: new Date(), updated_at: new Date() }))
+        .returningAll().executeTakeFirstOrThrow();
+      return toBusinessAccount(row);
+    } catch (err) {
+      if ((err as { code?: string }).code === '23505') throw conflict('This phone_number_id is already connected to another tenant');
+      throw err;
+    }
+  }
+
+  async disconnectBusinessAccount(tenantId: string): Promise<BusinessAccount> {
+    await this.liveTenant(tenantId);
+    const row = await this.db.updateTable('business_accounts').set({ status: 'disconnected', updated_at: new Date() })
+      .where('tenant_id', '=', tenantId).returningAll().executeTakeFirst();
+    if (!row) throw notFound('Business account');
+    return toBusinessAccount(row);
+  }
+}
+
+export function assertAdminToken(header: string | undefined, expected: string, safeEqual: (a: string, b: string) => boolean) {
+  const match = header ? /^Bearer +(\S+)$/i.exec(header) : null;
+  if (!match || !safeEqual(match[1], expected)) throw new AppError('AUTHENTICATION_REQUIRED', 'Invalid or missing admin token');
+}

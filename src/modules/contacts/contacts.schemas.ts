@@ -1,0 +1,84 @@
+import { Type, type Static } from 'typebox';
+import { PageOf } from '../../http/pagination.ts';
+
+const Nullable = <T extends Parameters<typeof Type.Union>[0][number]>(schema: T) => Type.Union([schema, Type.Null()]);
+const Text = (max = 255) => Type.String({ maxLength: max });
+
+export const Contact = Type.Object({
+  id: Type.String(),
+  first_name: Type.String(),
+  last_name: Nullable(Type.String()),
+  phone: Type.String(),
+  email: Nullable(Type.String()),
+  company: Nullable(Type.String()),
+  job_title: Nullable(Type.String()),
+  status: Nullable(Type.String()),
+  tags: Type.Array(Type.String()),
+  custom_fields: Type.Object({}, { additionalProperties: true }),
+  source: Type.String(),
+  created_at: Type.String(),
+  updated_at: Nullable(Type.String()),
+});
+export type Contact = Static<typeof Contact>;
+
+const Tags = Type.Array(Type.String({ minLength: 1, maxLength: 100 }), { maxItems: 100 });
+const CustomFields = Type.Object({}, { additionalProperties: true });
+
+export const ContactCreate = Type.Object({
+  first_name: Type.String({ minLength: 1, maxLength: 255 }),
+  phone: Type.String({ minLength: 1, maxLength: 20 }),
+  last_name: Type.Optional(Nullable(Text())),
+  email: Type.Optional(Nullable(Type.String({ format: 'email', maxLength: 320 }))),
+  company: Type.Optional(Nullable(Text())),
+  job_title: Type.Optional(Nullable(Text())),
+  status: Type.Optional(Nullable(Text(64))),
+  tags: Type.Optional(Tags),
+  custom_fields: Type.Optional(CustomFields),
+  source: Type.Optional(Type.String({ minLength: 1, maxLength: 64 })),
+});
+export type ContactCreate = Static<typeof ContactCreate>;
+
+export const ContactPatch = Type.Object({
+  first_name: Type.Optional(Type.String({ minLength: 1, maxLength: 255 })),
+  phone: Type.Optional(Type.String({ minLength: 1, maxLength: 20 })),
+  last_name: Type.Optional(Nullable(Text())),
+  email: Type.Optional(Nullable(Type.String({ format: 'email', maxLength: 320 }))),
+  company: Type.Optional(Nullable(Text())),
+  job_title: Type.Optional(Nullable(Text())),
+  status: Type.Optional(Nullable(Text(64))),
+  tags: Type.Optional(Tags),
+  custom_fields: Type.Optional(CustomFields),
+});
+export type ContactPatch = Static<typeof ContactPatch>;
+
+export const BulkCreate = Type.Object({
+  // Items are validated one by one in the service so a bad item never fails the whole batch.
+  contacts: Type.Array(Type.Unknown(), { minItems: 1, maxItems: 100 }),
+});
+
+export const BulkResult = Type.Object({
+  total: Type.Integer(),
+  created: Type.Integer(),
+  failed: Type.Integer(),
+  errors: Type.Array(Type.Object({ index: Type.Integer(), error: Type.String() })),
+});
+export type BulkResult = Static<typeof BulkResult>;
+
+export const ListQuery = Type.Object({
+  search: Type.Optional(Type.String({ maxLength: 255 })),
+  status: Type.Optional(Type.String({ maxLength: 64 })),
+  page: Type.Integer({ minimum: 1, default: 1 }),
+  limit: Type.Integer({ minimum: 1, maximum: 100, default: 20 }),
+});
+export type ListQuery = Static<typeof ListQuery>;
+
+export const SearchBody = Type.Object({
+  search_term: Type.Optional(Type.String({ maxLength: 255 })),
+  status: Type.Optional(Type.String({ maxLength: 64 })),
+  tag: Type.Optional(Type.String({ maxLength: 100 })),
+});
+export type SearchBody = Static<typeof SearchBody>;
+
+export const ContactPage = PageOf(Contact);
+export const IdParams = Type.Object({ id: Type.String() });
+export const MessageResult = Type.Object({ message: Type.String() });

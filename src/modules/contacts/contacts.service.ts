@@ -1,0 +1,134 @@
+import Value from 'typebox/value';
+import type { Db } from '../../db/database.ts';
+import { recordEvents } from '../../events/events.ts';
+import { notFound, validationError } from '../../http/errors.ts';
+import { offsetOf, paginationFor, type PageQuery } from '../../http/pagination.ts';
+import { contactsRepository as repo, type ContactFilter, type ContactRow, type ContactValues } from './contacts.repository.ts';
+import { ContactCreate, type BulkResult, type Contact, type ContactPatch } from './contacts.schemas.ts';
+import { toE164 } from './phone.ts';
+
+export function toContact(row: ContactRow): Contact {
+  return {
+    id: row.id,
+    first_name: row.first_name,
+    last_name: row.last_name,
+    phone: row.phone,
+    email: row.email,
+    company: row.company,
+    job_title: row.job_title,
+    status: row.status,
+    tags: row.tags,
+    custom_fields: row.custom_fields as Contact['custom_fields'],
+    source: row.source,
+    created_at: row.created_at.toISOString(),
+    updated_at: row.updated_at ? row.updated_at.toISOString() : null,
+  };
+}
+
+const INVALID_PHONE = 'phone must be a valid phone number in E.164 format (+<country code><number>)';
+
+function normalisedPhone(phone: string, loc: (string | number)[]): string {
+  const e164 = toE164(phone);
+  if (!e164) throw validationError(INVALID_PHONE, loc, phone);
+  return e164;
+}
+
+function describeFirstError(item: unknown): string {
+  const [first] = Value.Errors(ContactCreate, item);
+  if (!first) return 'invalid contact';
+  const field = first.instancePath.split('/').filter(Boolean).join('.');
+  if (first.keyword === 'required') return `${(first.params as { requiredProperties?: string[] }).requiredProperties?.join(', ') ?? 'field'} is required`;
+  return `${field || 'contact'} ${first.message}`;
+}
+
+export class ContactsService {
+  constructor(private db: Db) {}
+
+  async list(tenantId: string, filter: ContactFilter, page: PageQuery) {
+    const { rows, total } = await repo.list(this.db, tenantId, filter, page.limit, offsetOf(page));
+    return { data: rows.map(toContact), pagination: paginationFor(page.page, page.limit, total) };
+  }
+
+  async get(tenantId: string, id: string): Promise<Contact> {
+    const row = await repo.findById(this.db, tenantId, id);
+    if (!row) throw notFound('Contact');
+    return toContact(row);
+  }
+
+  async create(tenantId: string, input: ContactCreate): Promise<Contact> {
+    const values: ContactValues = { ...input, phone: normalisedPhone(input.phone, ['body', 'phone']), source: input.source ?? 'api' };
+    return this.db.transaction().execute(async (tx) => {
+      const contact = toContact(await repo.insert(tx, tenantId, values));
+      await recordEvents(tx, tenantId, [{ type: 'contact.created', data: contact }]);
+      return contact;
+    });
+  }
+
+  /**
+   * Validates every item on its own, rejects duplicates inside the batch, then inserts the rest in
+   * one statement that skips rows already taken (also by a concurrent request).
+   */
+  async bulkCreate(tenantId: string, items: unknown[]): Promise<BulkResult> {
+    const errors: { index: number; error: string }[] = [];
+    const candidates: { index: number; values: ContactValues }[] = [];
+    const seenPhones = new Map<string, number>();
+    const seenEmails = new Map<string, number>();
+
+    items.forEach((item, index) => {
+      if (!Value.Check(ContactCreate, item)) return errors.push({ index, error: describeFirstError(item) });
+      const input = item as ContactCreate;
+      const phone = toE164(input.phone);
+      if (!phone) return errors.push({ index, error: INVALID_PHONE });
+      const email = input.email?.toLowerCase();
+      if (seenPhones.has(phone)) return errors.push({ index, error: `duplicate phone in this batch (same as item ${seenPhones.get(phone)})` });
+      if (email && seenEmails.has(email)) return errors.push({ index, error: `duplicate email in this batch (same as item ${seenEmails.get(email)})` });
+      seenPhones.set(phone, index);
+      if (email) seenEmails.set(email, index);
+      candidates.push({ index, values: { ...input, phone, source: input.source ?? 'bulk' } });
+    });
+
+    const created = await this.db.transaction().execute(async (tx) => {
+      const inserted = await repo.insertManySkippingDuplicates(tx, tenantId, candidates.map((c) => c.values));
+      const insertedPhones = new Set(inserted.map((r) => r.phone));
+      const skipped = candidates.filter((c) => !insertedPhones.has(c.values.phone));
+      if (skipped.length > 0) {
+        const taken = await repo.findTaken(tx, tenantId, skipped.map((c) => c.values.phone), skipped.flatMap((c) => (c.values.email ? [c.values.email.toLowerCase()] : [])));
+        for (const c of skipped) {
+          const field = taken.phones.has(c.values.phone) || !c.values.email ? 'phone' : 'email';
+          errors.push({ index: c.index, error: `A contact with this ${field} already exists` });
+        }
+      }
+      const contacts = inserted.map(toContact);
+      await recordEvents(tx, tenantId, contacts.map((data) => ({ type: 'contact.created' as const, data })));
+      return contacts.length;
+    });
+
+    errors.sort((a, b) => a.index - b.index);
+    return { total: items.length, created, failed: errors.length, errors };
+  }
+
+  async update(tenantId: string, id: string, patch: ContactPatch): Promise<Contact> {
+    const changes: Partial<ContactValues> = { ...patch };
+    if (patch.phone !== undefined) changes.phone = normalisedPhone(patch.phone, ['body', 'phone']);
+    return this.db.transaction().execute(async (tx) => {
+      const current = await repo.findById(tx, tenantId, id);
+      if (!current) throw notFound('Contact');
+      const changed = Object.entries(changes).filter(([key, value]) => JSON.stringify(current[key as keyof ContactRow]) !== JSON.stringify(value));
+      if (changed.length === 0) return toContact(current);
+      const row = await repo.update(tx, tenantId, id, Object.fromEntries(changed));
+      if (!row) throw notFound('Contact');
+      const contact = toContact(row);
+      await recordEvents(tx, tenantId, [{ type: 'contact.updated', data: contact }]);
+      return contact;
+    });
+  }
+
+  async remove(tenantId: string, id: string): Promise<{ message: string }> {
+    return this.db.transaction().execute(async (tx) => {
+      const row = await repo.softDelete(tx, tenantId, id);
+      if (!row) throw notFound('Contact');
+      await recordEvents(tx, tenantId, [{ type: 'contact.deleted', data: toContact(row) }]);
+      return { message: 'Contact deleted' };
+    });
+  }
+}

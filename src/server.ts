@@ -1,0 +1,53 @@
+import { buildApp } from './app.ts';
+import { ConfigError, loadConfig, type Config } from './config.ts';
+import { migrate } from './db/migrate.ts';
+import { createDeps } from './deps.ts';
+import { demoBanner, seedDemoTenant } from './seed.ts';
+import { startWorkers } from './worker.ts';
+
+let config: Config;
+try {
+  config = loadConfig();
+} catch (err) {
+  if (err instanceof ConfigError) {
+    console.error(`configuration error: ${err.message}`);
+    process.exit(1);
+  }
+  throw err;
+}
+
+const deps = await createDeps(config);
+const log = deps.logger;
+await migrate(deps.database, (msg) => log.info(msg));
+
+const seeded = config.seedDemo ? await seedDemoTenant(deps) : null;
+
+const app = config.role === 'worker' ? null : await buildApp(deps);
+if (app) {
+  await app.listen({ port: config.port, host: config.host });
+  log.info({ role: config.role, database: deps.database.kind, redis: config.redisUrl ? 'redis' : 'memory' }, `listening on ${config.host}:${config.port}`);
+}
+const workers = config.role === 'api' ? null : startWorkers(deps);
+
+if (seeded) {
+  const host = config.host === '0.0.0.0' || config.host === '::' ? '127.0.0.1' : config.host;
+  console.log(demoBanner(`http://${host}:${config.port}`, config.adminToken, seeded));
+}
+
+let shuttingDown = false;
+async function shutdown(signal: string) {
+  if (shuttingDown) return;
+  shuttingDown = true;
+  log.info({ signal }, 'shutting down: no new requests, finishing in-flight work');
+  const force = setTimeout(() => {
+    log.error('shutdown took too long; exiting');
+    process.exit(1);
+  }, 25_000);
+  force.unref();
+  await app?.close(); // stops accepting, waits for in-flight requests
+  await workers?.stop();
+  await deps.close();
+  process.exit(0);
+}
+process.on('SIGTERM', () => void shutdown('SIGTERM'));
+process.on('SIGINT', () => void shutdown('SIGINT'));

@@ -1,0 +1,13 @@
+import type { Deps } from './deps.ts';
+import { startLoops, type RunningLoops, type WorkerLoop } from './workers/loop.ts';
+
+/** Every background loop of the worker role. Each claims work through the database, never memory. */
+export function workerLoops(deps: Deps): WorkerLoop[] {
+  return [
+    { name: 'idempotency-sweeper', intervalMs: 60_000, runOnce: () => deps.idempotency.sweepExpired() },
+  ];
+}
+
+export function startWorkers(deps: Deps): RunningLoops {
+  return startLoops(workerLoops(deps), deps.config.workerPollMs, deps.logger);
+}
