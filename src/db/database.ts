@@ -49,7 +49,11 @@ function openPostgres(url: string, max: number): Database {
         client.release();
       }
     },
-    close: () => db.destroy(),
+    async close() {
+      await db.destroy();
+      // Kysely ends only a pool it has used; scripts may have used it directly.
+      if (!pool.ended) await pool.end();
+    },
   };
 }
 

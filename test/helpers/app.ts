@@ -1,0 +1,98 @@
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { FastifyInstance, LightMyRequestResponse } from 'fastify';
+import pino from 'pino';
+import { buildApp } from '../../src/app.ts';
+import { loadConfig, type Config } from '../../src/config.ts';
+import { createDeps, type Deps } from '../../src/deps.ts';
+
+export const hasPostgres = Boolean(process.env.DATABASE_URL);
+export const hasRedis = Boolean(process.env.REDIS_URL);
+export const API = '/api/v1/public';
+export const ADMIN_TOKEN = 'adm_test_token';
+
+export interface TestApp {
+  app: FastifyInstance;
+  deps: Deps;
+  config: Config;
+  close(): Promise<void>;
+}
+
+/**
+ * Builds the real app against the real PostgreSQL (and Redis when REDIS_URL is set). `env`
+ * overrides configuration the way the environment would.
+ */
+export async function startTestApp(env: Record<string, string | undefined> = {}): Promise<TestApp> {
+  const config = loadConfig({
+    DATA_DIR: mkdtempSync(join(tmpdir(), 'msvc-test-')),
+    ADMIN_TOKEN,
+    SEED_DEMO: 'false',
+    LOG_LEVEL: 'silent',
+    PORT: '0',
+    OPENAPI_ENABLED: 'false',
+    DATABASE_URL: process.env.DATABASE_URL,
+    REDIS_URL: process.env.REDIS_URL,
+    ...env,
+  });
+  const deps = await createDeps(config, pino({ level: process.env.TEST_LOG_LEVEL ?? 'silent' }));
+  const app = await buildApp(deps);
+  await app.ready();
+  return {
+    app, deps, config,
+    async close() {
+      await app.close();
+      await deps.close();
+    },
+  };
+}
+
+export const adminHeaders = { authorization: `Bearer ${ADMIN_TOKEN}` };
+
+export interface TestTenant {
+  id: string;
+  key: string;
+  keyId: string;
+  headers: Record<string, string>;
+}
+
+/** A fresh tenant with one API key (full access unless scopes or preset say otherwise). */
+export async function createTenant(app: FastifyInstance, options: {
+  plan?: string; scopes?: string[]; preset?: string; api_requests_daily?: number; key?: Record<string, unknown>;
+} = {}): Promise<TestTenant> {
+  const tenant = await app.inject({ method: 'POST', url: '/admin/v1/tenants', headers: adminHeaders, payload: { name: 'Test tenant', plan: options.plan ?? 'business' } });
+  if (tenant.statusCode !== 201) throw new Error(`tenant create failed: ${tenant.body}`);
+  const id = tenant.json().id as string;
+  if (options.api_requests_daily !== undefined) {
+    await app.inject({ method: 'PATCH', url: `/admin/v1/tenants/${id}`, headers: adminHeaders, payload: { api_requests_daily: options.api_requests_daily } });
+  }
+  const key = await app.inject({
+    method: 'POST', url: `/admin/v1/tenants/${id}/api-keys`, headers: adminHeaders,
+    payload: { name: 'test key', ...(options.scopes ? { scopes: options.scopes } : {}), ...(options.preset ? { preset: options.preset } : {}), ...options.key },
+  });
+  if (key.statusCode !== 201) throw new Error(`key create failed: ${key.body}`);
+  return { id, key: key.json().key, keyId: key.json().id, headers: { authorization: `Bearer ${key.json().key}` } };
+}
+
+/** Shorthand for an authenticated public-API call. */
+export function call(app: FastifyInstance, tenant: TestTenant, method: string, path: string, payload?: unknown, headers: Record<string, string> = {}): Promise<LightMyRequestResponse> {
+  return app.inject({ method: method as 'GET', url: `${API}${path}`, headers: { ...tenant.headers, ...headers }, ...(payload !== undefined ? { payload: payload as object } : {}) });
+}
+
+let phoneCounter = Math.floor(Math.random() * 1_000_000);
+/** A valid, unique US phone number in E.164 (555-01xx numbers are not valid, so use a real area code). */
+export function uniquePhone(): string {
+  phoneCounter = (phoneCounter + 1) % 10_000_000;
+  return `+1415${String(2000000 + (phoneCounter % 7_999_999)).padStart(7, '0')}`;
+}
+
+/** Polls until `check` returns a truthy value (for worker outcomes); never a fixed sleep. */
+export async function eventually<T>(check: () => Promise<T | undefined | null | false>, timeoutMs = 10_000, everyMs = 50): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await check();
+    if (value) return value;
+    if (Date.now() > deadline) throw new Error('condition not met in time');
+    await new Promise((r) => setTimeout(r, everyMs));
+  }
+}
