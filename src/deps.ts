@@ -33,6 +33,8 @@ export function connectRedis(url: string, logger: Logger): Redis {
     commandTimeout: 50,
     maxRetriesPerRequest: 0,
     connectTimeout: 200,
+    // Concurrent requests' counter scripts share one write to the socket.
+    enableAutoPipelining: true,
     retryStrategy: (times) => Math.min(times * 100, 1000),
   });
   let lastLogged = 0;
