@@ -26,6 +26,7 @@ const sandbox: Sandbox | null = config.upstreamBaseUrl || config.role === 'worke
   host: process.env.SANDBOX_HOST || '127.0.0.1',
   reviewMs: config.sandboxReviewMs,
   appSecret: config.upstreamAppSecret,
+  callbackUrl: config.port ? `http://127.0.0.1:${config.port}/upstream/webhook` : null,
   logger: logger.child({ component: 'sandbox' }),
 });
 const deps = await createDeps(config, logger, { upstreamBaseUrl: sandbox?.baseUrl });

@@ -47,6 +47,8 @@ export class CallbackDeliverer {
   private readonly timeoutMs: number;
   delivered = 0;
   dropped = 0;
+  private lastWarnAt = 0;
+  private droppedSinceWarn = 0;
 
   constructor(private readonly options: CallbackDelivererOptions) {
     this.retryDelaysMs = options.retryDelaysMs ?? [200, 1000, 5000];
@@ -63,8 +65,7 @@ export class CallbackDeliverer {
 
   private enqueue(post: PendingPost): void {
     if (this.queue.length >= this.maxQueued) {
-      this.dropped++;
-      this.options.logger.warn('sandbox callback queue full; dropping a callback');
+      this.drop('callback queue full');
       return;
     }
     this.queue.push(post);
@@ -106,8 +107,7 @@ export class CallbackDeliverer {
     }
     const delay = this.retryDelaysMs[post.attempt];
     if (delay === undefined || this.closed) {
-      this.dropped++;
-      this.options.logger.warn({ failure, attempts: post.attempt + 1 }, 'sandbox callback not delivered; giving up');
+      this.drop(failure);
       return;
     }
     const timer = setTimeout(() => {
@@ -116,6 +116,17 @@ export class CallbackDeliverer {
     }, delay);
     timer.unref();
     this.retryTimers.add(timer);
+  }
+
+  /** A dead receiver fails thousands of callbacks a second: one warning per 10 s, with a count. */
+  private drop(lastFailure: string): void {
+    this.dropped++;
+    this.droppedSinceWarn++;
+    const now = Date.now();
+    if (now - this.lastWarnAt < 10_000) return;
+    this.options.logger.warn({ dropped: this.droppedSinceWarn, lastFailure, callbackUrl: this.options.callbackUrl() }, 'sandbox callbacks not delivered after retries; dropped');
+    this.lastWarnAt = now;
+    this.droppedSinceWarn = 0;
   }
 
   /** True when nothing is queued, in flight or waiting for a retry. */

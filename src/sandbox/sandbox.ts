@@ -1,3 +1,20 @@
+/**
+ * The built-in WhatsApp Cloud API stand-in (ARCHITECTURE §6): a plain node:http server, because
+ * the send path must stay far faster than the service it measures (~10k sends/s measured on the
+ * 2-core dev machine with client and sandbox in one process, ~4.8k/s with status callbacks flowing).
+ *
+ * Behaviour worth knowing when writing tests against it:
+ * - Any WABA id, phone-number id and non-empty bearer token is accepted.
+ * - Templates live per WABA. A phone number is bound to a WABA through
+ *   `POST /__sandbox/phone_numbers {phone_number_id, waba_id}`, or learned on its first send whose
+ *   template exists in exactly one WABA (see TemplateStore). Callbacks carry that WABA as entry id.
+ * - `POST /__sandbox/templates/review` is the reviewer's decision: applied at once to existing
+ *   templates of that name and language (pending or not, with a callback) and at review time to
+ *   ones created later.
+ * - `callbacks: false` silences status and template callbacks; `/__sandbox/inbound` still posts.
+ * - `POST /__sandbox/reset` forgets recipient rules, review rules, the sends log and throughput
+ *   windows, and restores the configuration defaults except `callback_url`; templates stay.
+ */
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import pino, { type Logger } from 'pino';
