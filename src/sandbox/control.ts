@@ -85,7 +85,9 @@ export function inbound(state: SandboxState, body: unknown): Reply {
     message.text = { body: body.text };
   } else {
     message.type = 'interactive';
-    message.interactive = { type: 'nfm_reply', nfm_reply: { name: 'flow', body: 'Sent', response_json: JSON.stringify(body.flow_response) } };
+    // A top-level flow_token is folded into the response, where WhatsApp puts it.
+    const response = typeof body.flow_token === 'string' ? { flow_token: body.flow_token, ...(body.flow_response as Obj) } : body.flow_response;
+    message.interactive = { type: 'nfm_reply', nfm_reply: { name: 'flow', body: 'Sent', response_json: JSON.stringify(response) } };
   }
   state.deliverer.post({
     object: 'whatsapp_business_account',

@@ -16,6 +16,7 @@ const sandbox = await createSandbox({
 logger.info({ baseUrl: sandbox.baseUrl, callbackUrl: sandbox.state.config.callback_url }, `sandbox listening; set UPSTREAM_BASE_URL=${sandbox.baseUrl}`);
 
 async function shutdown() {
+  setTimeout(() => process.exit(1), 5000).unref();
   await sandbox.close();
   process.exit(0);
 }

@@ -180,8 +180,9 @@ export async function createSandbox(options: SandboxOptions): Promise<Sandbox> {
     async close() {
       state.templates.close();
       state.statuses.close();
+      const closed = new Promise<void>((resolve) => server.close(() => resolve()));
       server.closeAllConnections();
-      await new Promise<void>((resolve) => server.close(() => resolve()));
+      await closed;
       await deliverer.close();
     },
   };

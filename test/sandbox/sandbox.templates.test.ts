@@ -148,6 +148,14 @@ describe('sandbox: templates, review and status callbacks', () => {
     expect(JSON.parse(flowMessage.interactive.nfm_reply.response_json)).toEqual({ flow_token: 'FT-1', cpf: '123', consent: true });
   });
 
+  it('folds a top-level flow_token into the Flow response, and refuses an inbound without text or flow_response', async () => {
+    const res = await http('POST', `${sandbox.url}/__sandbox/inbound`, { to_phone_number_id: phoneId, from: uniquePhone(), flow_token: 'FT-9', flow_response: { rating: 5 } });
+    const post = await eventually(async () => receiver.received.find((r) => r.raw.includes(res.body.message_id)));
+    const message = post.body.entry[0].changes[0].value.messages[0];
+    expect(JSON.parse(message.interactive.nfm_reply.response_json)).toEqual({ flow_token: 'FT-9', rating: 5 });
+    expect((await http('POST', `${sandbox.url}/__sandbox/inbound`, { to_phone_number_id: phoneId, from: uniquePhone() })).status).toBe(400);
+  });
+
   it('accepts a multipart media upload and returns an id that GET resolves', async () => {
     const boundary = 'xyzBOUNDARY';
     const body = Buffer.concat([
