@@ -32,6 +32,8 @@ interface PendingPost {
   body: string;
   signature: string;
   attempt: number;
+  /** Called once the body was delivered or given up on. */
+  settled: () => void;
 }
 
 /** Signs and POSTs callback bodies with keep-alive, bounded concurrency and a few retries. */
@@ -57,15 +59,19 @@ export class CallbackDeliverer {
     this.timeoutMs = options.timeoutMs ?? 10_000;
   }
 
-  post(payload: unknown): void {
-    if (this.closed) return;
+  /** Queues a callback; the promise settles once it was delivered or given up on (never rejects). */
+  post(payload: unknown): Promise<void> {
+    if (this.closed) return Promise.resolve();
     const body = metaJson(payload);
-    this.enqueue({ body, signature: signatureHeader(this.options.appSecret, body), attempt: 0 });
+    return new Promise((settled) => {
+      this.enqueue({ body, signature: signatureHeader(this.options.appSecret, body), attempt: 0, settled });
+    });
   }
 
   private enqueue(post: PendingPost): void {
     if (this.queue.length >= this.maxQueued) {
       this.drop('callback queue full');
+      post.settled();
       return;
     }
     this.queue.push(post);
@@ -85,7 +91,10 @@ export class CallbackDeliverer {
 
   private async send(post: PendingPost): Promise<void> {
     const url = this.options.callbackUrl();
-    if (!url) return;
+    if (!url) {
+      post.settled();
+      return;
+    }
     let failure: string;
     try {
       const response = await request(url, {
@@ -99,6 +108,7 @@ export class CallbackDeliverer {
       await response.body.dump();
       if (response.statusCode >= 200 && response.statusCode < 300) {
         this.delivered++;
+        post.settled();
         return;
       }
       failure = `HTTP ${response.statusCode}`;
@@ -108,6 +118,7 @@ export class CallbackDeliverer {
     const delay = this.retryDelaysMs[post.attempt];
     if (delay === undefined || this.closed) {
       this.drop(failure);
+      post.settled();
       return;
     }
     const timer = setTimeout(() => {
@@ -138,7 +149,7 @@ export class CallbackDeliverer {
     this.closed = true;
     for (const timer of this.retryTimers) clearTimeout(timer);
     this.retryTimers.clear();
-    this.queue.length = 0;
+    for (const post of this.queue.splice(0)) post.settled();
     await this.agent.destroy().catch(() => {});
   }
 }
