@@ -39,14 +39,15 @@ const isObject = (v: unknown): v is Obj => typeof v === 'object' && v !== null &
 /**
  * Templates per WABA, with review. Sends name a phone-number id, not a WABA: the sandbox learns
  * which WABA a phone number belongs to the first time a send finds its template in exactly one
- * WABA (or from `POST /__sandbox/phone_numbers`). Until then a send may use a template of any
- * WABA, since the sandbox accepts any ids.
+ * WABA not yet bound to another number (or from `POST /__sandbox/phone_numbers`). Until then a
+ * send may use a template of any WABA, since the sandbox accepts any ids.
  */
 export class TemplateStore {
   private readonly byId = new Map<string, SandboxTemplate>();
   private readonly byWaba = new Map<string, Map<string, SandboxTemplate>>();
   private readonly byKey = new Map<string, SandboxTemplate[]>();
   private readonly phoneToWaba = new Map<string, string>();
+  private readonly boundWabas = new Set<string>();
   /** Outcomes decided through the control API, applied when a matching template is reviewed. */
   private readonly reviewRules = new Map<string, { status: ReviewStatus; reason: string }>();
   private readonly reviewTimers = new Set<NodeJS.Timeout>();
@@ -130,6 +131,7 @@ export class TemplateStore {
 
   bindPhoneNumber(phoneNumberId: string, wabaId: string): void {
     this.phoneToWaba.set(phoneNumberId, wabaId);
+    this.boundWabas.add(wabaId);
   }
 
   wabaOf(phoneNumberId: string): string | undefined {
@@ -143,9 +145,11 @@ export class TemplateStore {
     if (waba !== undefined) return this.byWaba.get(waba)?.get(key);
     const candidates = this.byKey.get(key);
     if (!candidates || candidates.length === 0) return undefined;
-    if (candidates.length === 1) {
-      this.phoneToWaba.set(phoneNumberId, candidates[0].wabaId);
-      return candidates[0];
+    // One WABA per tenant, one phone number per WABA: a WABA another number is bound to is not this one's.
+    const unclaimed = candidates.length === 1 ? candidates : candidates.filter((t) => !this.boundWabas.has(t.wabaId));
+    if (unclaimed.length === 1) {
+      this.bindPhoneNumber(phoneNumberId, unclaimed[0].wabaId);
+      return unclaimed[0];
     }
     // Ambiguous: the newest approved one, without learning a binding from a guess.
     for (let i = candidates.length - 1; i >= 0; i--) if (candidates[i].status === 'APPROVED') return candidates[i];

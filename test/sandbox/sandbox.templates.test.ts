@@ -121,6 +121,26 @@ describe('sandbox: templates, review and status callbacks', () => {
     await eventually(async () => (await http('GET', `${sandbox.baseUrl}/${waba}/message_templates?status=APPROVED`)).body.data.length === 3);
   });
 
+  it('learns which WABA a phone number sends for, even when tenants share template names', async () => {
+    const name = uniqueName('shared');
+    const [wabaA, wabaB, phoneA, phoneB] = [uniqueId(), uniqueId(), uniqueId(), uniqueId()];
+    const idA = (await create(name, {}, wabaA)).body.id;
+    const idB = (await create(name, {}, wabaB)).body.id;
+    await review(name, 'APPROVED');
+    const sendVia = (phone: string) => http('POST', `${sandbox.baseUrl}/${phone}/messages`, {
+      messaging_product: 'whatsapp', to: uniquePhone(), type: 'template',
+      template: { name, language: { code: 'en_US' }, components: [{ type: 'body', parameters: [{ type: 'text', text: 'Ada' }] }] },
+    });
+    await http('POST', `${sandbox.url}/__sandbox/phone_numbers`, { phone_number_id: phoneA, waba_id: wabaA });
+    expect((await sendVia(phoneB)).status).toBe(200); // wabaA is phoneA's, so phoneB must be wabaB's
+    expect(sandbox.state.templates.wabaOf(phoneB)).toBe(wabaB);
+    // Review decisions go by name and language, so pause B's copy directly: only B's number is affected.
+    sandbox.state.templates.get(idB)!.status = 'PAUSED';
+    expect((await sendVia(phoneB)).body.error.code).toBe(132015);
+    expect((await sendVia(phoneA)).status).toBe(200);
+    expect(sandbox.state.templates.get(idA)!.status).toBe('APPROVED');
+  });
+
   it('answers Graph\'s error for an unknown object id', async () => {
     const res = await http('GET', `${sandbox.baseUrl}/999`);
     expect(res.status).toBe(400);
