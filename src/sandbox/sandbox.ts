@@ -10,7 +10,7 @@
  *   template exists in exactly one WABA (see TemplateStore). Callbacks carry that WABA as entry id.
  * - `POST /__sandbox/templates/review` is the reviewer's decision: applied at once to existing
  *   templates of that name and language (pending or not, with a callback) and at review time to
- *   ones created later.
+ *   ones created later; an optional `waba_id` in the body limits it to that WABA.
  * - `callbacks: false` silences status and template callbacks; `/__sandbox/inbound` still posts.
  * - `POST /__sandbox/reset` forgets recipient rules, review rules, the sends log and throughput
  *   windows, and restores the configuration defaults except `callback_url`; templates stay.

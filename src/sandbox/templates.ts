@@ -33,6 +33,8 @@ const NAME = /^[a-z0-9_]{1,512}$/;
 const LANGUAGE = /^[A-Za-z]{2,3}([_-][A-Za-z0-9]{2,8})?$/;
 
 const keyOf = (name: string, language: string) => `${name}\u0000${language}`;
+/** Review decisions apply to every WABA unless scoped to one. */
+const ruleKey = (name: string, language: string, wabaId?: string) => `${keyOf(name, language)}\u0000${wabaId ?? '*'}`;
 type Obj = Record<string, unknown>;
 const isObject = (v: unknown): v is Obj => typeof v === 'object' && v !== null && !Array.isArray(v);
 
@@ -91,7 +93,8 @@ export class TemplateStore {
     const timer = setTimeout(() => {
       this.reviewTimers.delete(timer);
       if (template.status !== 'PENDING') return;
-      const rule = this.reviewRules.get(keyOf(template.name, template.language));
+      const rule = this.reviewRules.get(ruleKey(template.name, template.language, template.wabaId))
+        ?? this.reviewRules.get(ruleKey(template.name, template.language));
       this.setStatus(template, rule?.status ?? 'APPROVED', rule?.reason ?? 'NONE');
     }, Math.max(0, reviewMs));
     timer.unref();
@@ -102,10 +105,10 @@ export class TemplateStore {
    * The reviewer's (or later the platform's) decision for a name and language: applied now to
    * existing templates, pending or not, and at review time to templates created later.
    */
-  decide(name: string, language: string, status: ReviewStatus, reason: string | undefined): SandboxTemplate[] {
+  decide(name: string, language: string, status: ReviewStatus, reason: string | undefined, wabaId?: string): SandboxTemplate[] {
     const finalReason = reason ?? (status === 'REJECTED' ? 'INVALID_FORMAT' : 'NONE');
-    this.reviewRules.set(keyOf(name, language), { status, reason: finalReason });
-    const changed = this.byKey.get(keyOf(name, language)) ?? [];
+    this.reviewRules.set(ruleKey(name, language, wabaId), { status, reason: finalReason });
+    const changed = (this.byKey.get(keyOf(name, language)) ?? []).filter((t) => wabaId === undefined || t.wabaId === wabaId);
     for (const template of changed) this.setStatus(template, status, finalReason);
     return changed;
   }

@@ -134,8 +134,9 @@ describe('sandbox: templates, review and status callbacks', () => {
     await http('POST', `${sandbox.url}/__sandbox/phone_numbers`, { phone_number_id: phoneA, waba_id: wabaA });
     expect((await sendVia(phoneB)).status).toBe(200); // wabaA is phoneA's, so phoneB must be wabaB's
     expect(sandbox.state.templates.wabaOf(phoneB)).toBe(wabaB);
-    // Review decisions go by name and language, so pause B's copy directly: only B's number is affected.
-    sandbox.state.templates.get(idB)!.status = 'PAUSED';
+    // A decision scoped to B's WABA pauses only B's copy.
+    const paused = await http('POST', `${sandbox.url}/__sandbox/templates/review`, { name, language: 'en_US', status: 'PAUSED', waba_id: wabaB });
+    expect(paused.body.templates).toEqual([idB]);
     expect((await sendVia(phoneB)).body.error.code).toBe(132015);
     expect((await sendVia(phoneA)).status).toBe(200);
     expect(sandbox.state.templates.get(idA)!.status).toBe('APPROVED');
