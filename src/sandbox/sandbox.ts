@@ -56,6 +56,13 @@ export interface Sandbox {
 }
 
 const VERSION = /^v\d+(\.\d+)?$/;
+const CONTROL_ROUTES_WITH_BODY: Record<string, (state: SandboxState, body: unknown) => Reply> = {
+  'PUT /__sandbox/config': updateConfig,
+  'POST /__sandbox/recipients': setRecipientRule,
+  'POST /__sandbox/templates/review': reviewTemplate,
+  'POST /__sandbox/inbound': inbound,
+  'POST /__sandbox/phone_numbers': bindPhoneNumber,
+};
 const JSON_LIMIT = 1024 * 1024;
 const MEDIA_LIMIT = 110 * 1024 * 1024;
 
@@ -101,14 +108,7 @@ export async function createSandbox(options: SandboxOptions): Promise<Sandbox> {
     if (route === 'GET /__sandbox/sends') return { status: 200, body: { data: state.sends.list(query.get('to') ?? undefined) } };
     if (route === 'GET /__sandbox/templates') return { status: 200, body: { data: state.templates.all().map((t) => ({ ...templateJson(t), waba_id: t.wabaId })) } };
     if (route === 'POST /__sandbox/reset') return reset();
-    const handlers: Record<string, (state: SandboxState, body: unknown) => Reply> = {
-      'PUT /__sandbox/config': updateConfig,
-      'POST /__sandbox/recipients': setRecipientRule,
-      'POST /__sandbox/templates/review': reviewTemplate,
-      'POST /__sandbox/inbound': inbound,
-      'POST /__sandbox/phone_numbers': bindPhoneNumber,
-    };
-    const handler = handlers[route];
+    const handler = CONTROL_ROUTES_WITH_BODY[route];
     if (!handler) return { status: 404, body: { error: { message: `no sandbox control route ${route}` } } };
     const raw = await readBody(req, JSON_LIMIT);
     let body: unknown;
@@ -123,7 +123,8 @@ export async function createSandbox(options: SandboxOptions): Promise<Sandbox> {
     }
     const auth = req.headers.authorization;
     if (!auth || !/^Bearer\s+\S+/i.test(auth)) return missingTokenError();
-    const id = decodeURIComponent(parts[2]);
+    let id: string;
+    try { id = decodeURIComponent(parts[2]); } catch { return graphError(2500, { title: `Unknown path components: ${path}` }); }
     const edge = parts[3];
     const route = `${req.method} ${edge ?? ''}`;
     if (route === 'GET ') return graph.getObject(id);
