@@ -30,6 +30,15 @@ describe.skipIf(!hasPostgres)('contacts: create (spec 2.4, 4.3)', () => {
     expect(res.json()).toMatchObject(body);
   });
 
+  it('null optional fields stay null (not coerced to empty strings)', async () => {
+    const tenant = await createTenant(t.app);
+    const res = await call(t.app, tenant, 'POST', '/contacts', { first_name: 'Nul', phone: uniquePhone(), last_name: null, email: null, company: null, job_title: null, status: null });
+    expect(res.statusCode).toBe(201);
+    expect(res.json()).toMatchObject({ last_name: null, email: null, company: null, job_title: null, status: null });
+    const row = await t.deps.db.selectFrom('contacts').selectAll().where('id', '=', res.json().id).executeTakeFirstOrThrow();
+    expect([row.last_name, row.company, row.job_title, row.status]).toEqual([null, null, null, null]);
+  });
+
   it('normalises phones to E.164 in any common notation', async () => {
     const tenant = await createTenant(t.app);
     for (const [input, e164] of [['+44 20 7946 0958', '+442079460958'], ['+49 (30) 901820', '+4930901820'], [' +1-415-555-2671 ', '+14155552671']]) {
