@@ -45,10 +45,25 @@ export function connectRedis(url: string, logger: Logger): Redis {
   return redis;
 }
 
+/**
+ * Waits (bounded) for the first connection, so a freshly started process counts its first requests
+ * instead of serving them uncounted while Redis is still connecting. Never fails: a Redis that is
+ * down at start is handled like one that goes down later.
+ */
+function firstConnection(redis: Redis, timeoutMs: number): Promise<void> {
+  if (redis.status === 'ready') return Promise.resolve();
+  return new Promise((resolve) => {
+    const done = () => { clearTimeout(timer); redis.off('ready', done); resolve(); };
+    const timer = setTimeout(done, timeoutMs);
+    redis.once('ready', done);
+  });
+}
+
 export async function createDeps(config: Config, logger: Logger = createLogger(config.logLevel)): Promise<Deps> {
   const database = await openDatabase(config);
   const db = database.db;
   const redis = config.redisUrl ? connectRedis(config.redisUrl, logger) : null;
+  if (redis) await firstConnection(redis, 500);
   return {
     config,
     logger,
