@@ -28,6 +28,7 @@ if (app) {
   log.info({ role: config.role, database: deps.database.kind, redis: config.redisUrl ? 'redis' : 'memory' }, `listening on ${config.host}:${config.port}`);
 }
 const workers = config.role === 'api' ? null : startWorkers(deps);
+if (workers) log.info({ role: config.role }, 'workers started');
 
 if (seeded) {
   const host = config.host === '0.0.0.0' || config.host === '::' ? '127.0.0.1' : config.host;
@@ -44,7 +45,12 @@ async function shutdown(signal: string) {
     process.exit(1);
   }, 25_000);
   force.unref();
-  await app?.close(); // stops accepting, waits for in-flight requests
+  // app.close() stops accepting and waits for in-flight requests, but a keep-alive connection whose
+  // request finishes after close() began would stay open until its keep-alive timeout (and the 25 s
+  // guard above would exit 1): close connections as soon as they become idle.
+  const idleSweep = app ? setInterval(() => app.server.closeIdleConnections(), 100) : null;
+  await app?.close();
+  if (idleSweep) clearInterval(idleSweep);
   await workers?.stop();
   await deps.close();
   process.exit(0);
