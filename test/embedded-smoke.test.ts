@@ -4,6 +4,9 @@ import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { freePort, startServer, stopServer, waitForHttp, type ServerProcess } from './helpers/process.ts';
 
+// eslint-disable-next-line @typescript-eslint/no-explicit-any
+type Json = any;
+
 // Runs with or without DATABASE_URL/REDIS_URL: this is what `npm start` gives a newcomer.
 describe('embedded default (PGlite, in-memory counters, no configuration)', () => {
   const dataDir = mkdtempSync(join(tmpdir(), 'msvc-embedded-'));
@@ -33,11 +36,11 @@ describe('embedded default (PGlite, in-memory counters, no configuration)', () =
     expect(created.status).toBe(201);
     expect(created.headers.get('x-ratelimit-limit-minute')).toBe('120');
     expect(created.headers.get('x-request-id')).toMatch(/^req_[0-9a-f]{12}$/);
-    const contact = await created.json();
+    const contact = await created.json() as Json;
     expect(contact).toMatchObject({ first_name: 'Ada', phone: '+14155552671', source: 'api' });
     const got = await fetch(`${base}/api/v1/public/contacts/${contact.id}`, { headers: auth });
     expect(await got.json()).toEqual(contact);
-    const list = await (await fetch(`${base}/api/v1/public/contacts?search=ADA`, { headers: auth })).json();
+    const list = await (await fetch(`${base}/api/v1/public/contacts?search=ADA`, { headers: auth })).json() as Json;
     expect(list.data.map((c: { id: string }) => c.id)).toEqual([contact.id]);
     expect(list.pagination).toMatchObject({ total_items: 1, total_pages: 1 });
     expect((await fetch(`${base}/api/v1/public/contacts`, { method: 'POST', headers: auth, body: JSON.stringify({ first_name: 'Dup', phone: '+14155552671' }) })).status).toBe(409);

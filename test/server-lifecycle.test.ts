@@ -6,6 +6,8 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { hasPostgres, hasRedis } from './helpers/app.ts';
 import { freePort, startServer, stopServer, waitForHttp, type ServerProcess } from './helpers/process.ts';
 
+// eslint-disable-next-line @typescript-eslint/no-explicit-any
+type Json = any;
 const ADMIN = 'adm_lifecycle_token';
 const SECRETS_KEY = 'a'.repeat(64);
 
@@ -25,10 +27,10 @@ describe.skipIf(!hasPostgres)('server process against PostgreSQL', () => {
     expect(ready).toEqual({ status: 'ready', database: 'ok', redis: hasRedis ? 'ok' : 'not_configured' });
 
     const adminHeaders = { authorization: `Bearer ${ADMIN}`, 'content-type': 'application/json' };
-    const tenant = await (await fetch(`${base}/admin/v1/tenants`, { method: 'POST', headers: adminHeaders, body: JSON.stringify({ name: 'Life', plan: 'business' }) })).json();
-    const key = await (await fetch(`${base}/admin/v1/tenants/${tenant.id}/api-keys`, { method: 'POST', headers: adminHeaders, body: '{"name":"k"}' })).json();
+    const tenant = await (await fetch(`${base}/admin/v1/tenants`, { method: 'POST', headers: adminHeaders, body: JSON.stringify({ name: 'Life', plan: 'business' }) })).json() as Json;
+    const key = await (await fetch(`${base}/admin/v1/tenants/${tenant.id}/api-keys`, { method: 'POST', headers: adminHeaders, body: '{"name":"k"}' })).json() as Json;
     const auth = { authorization: `Bearer ${key.key}`, 'content-type': 'application/json' };
-    const contact = await (await fetch(`${base}/api/v1/public/contacts`, { method: 'POST', headers: auth, body: JSON.stringify({ first_name: 'Slow', phone: '+14155550199' }) })).json();
+    const contact = await (await fetch(`${base}/api/v1/public/contacts`, { method: 'POST', headers: auth, body: JSON.stringify({ first_name: 'Slow', phone: '+14155550199' }) })).json() as Json;
     expect(contact.id).toEqual(expect.any(String));
 
     // Hold a row lock so the PATCH below is in flight when SIGTERM arrives.
@@ -56,7 +58,7 @@ describe.skipIf(!hasPostgres)('server process against PostgreSQL', () => {
       await locker.query('COMMIT');
       const res = await inFlight;
       expect(res.status).toBe(200);
-      expect((await res.json()).last_name).toBe('Finished');
+      expect((await res.json() as Json).last_name).toBe('Finished');
     } finally {
       await locker.end();
       await probe.end();
