@@ -95,7 +95,7 @@ describe.skipIf(!hasPostgres)('contacts: list, search and pagination (spec 2.4, 
 
   it('out-of-range or non-integer page and limit answer 400, never clamped (list and search)', async () => {
     const tenant = await createTenant(t.app);
-    for (const query of ['page=0', 'page=-1', 'limit=0', 'limit=101', 'limit=-5', 'page=abc', 'limit=abc', 'page=1.5', 'limit=2.5', 'page=', 'limit=1e9']) {
+    for (const query of ['page=0', 'page=-1', 'limit=0', 'limit=101', 'limit=-5', 'page=abc', 'limit=abc', 'page=1.5', 'limit=2.5', 'page=', 'limit=1e9', 'page=100000000000000000000', 'page=1000000001']) {
       for (const [method, path] of [['GET', '/contacts'], ['POST', '/contacts/search']] as const) {
         const error = expectError(await call(t.app, tenant, method, `${path}?${query}`, method === 'POST' ? {} : undefined), 400, 'VALIDATION_ERROR');
         const details = error.details as { type: string; loc: (string | number)[]; msg: string; input: unknown }[];
@@ -103,8 +103,19 @@ describe.skipIf(!hasPostgres)('contacts: list, search and pagination (spec 2.4, 
         expect(['page', 'limit']).toContain(details[0].loc[1]);
       }
     }
-    for (const query of ['page=1&limit=1', 'limit=100', 'page=999']) {
+    for (const query of ['page=1&limit=1', 'limit=100', 'page=999', 'page=1000000000&limit=100']) {
       expect((await call(t.app, tenant, 'GET', `/contacts?${query}`)).statusCode, query).toBe(200);
+    }
+  });
+
+  it('a NUL character in a filter is a 400, not a database error', async () => {
+    const tenant = await createTenant(t.app);
+    for (const query of ['search=a%00b', 'status=%00']) {
+      const error = expectError(await call(t.app, tenant, 'GET', `/contacts?${query}`), 400, 'VALIDATION_ERROR');
+      expect((error.details as { loc: unknown[] }[])[0].loc[0]).toBe('query');
+    }
+    for (const body of [{ search_term: 'a\u0000' }, { status: '\u0000' }, { tag: 'v\u0000ip' }]) {
+      expectError(await call(t.app, tenant, 'POST', '/contacts/search', body), 400, 'VALIDATION_ERROR');
     }
   });
 });

@@ -68,6 +68,14 @@ describe.skipIf(!hasPostgres)('error envelope and request ids (spec section 7)',
     expectError(await t.app.inject({ method: 'POST', url: '/admin/v1/nope', headers: adminHeaders }), 404, 'NOT_FOUND');
   });
 
+  it('URLs the router rejects (bad percent-encoding, over-long id) still get the envelope and a request id', async () => {
+    expectError(await call(t.app, tenant, 'GET', `/contacts/${'a'.repeat(500)}`), 404, 'NOT_FOUND');
+    expectError(await call(t.app, tenant, 'DELETE', `/contacts/${'a'.repeat(500)}`), 404, 'NOT_FOUND');
+    const bad = await call(t.app, tenant, 'GET', '/contacts/%E0%A4%A');
+    expectError(bad, 400, 'VALIDATION_ERROR');
+    expect(bad.headers['x-request-id']).toMatch(REQ_ID);
+  });
+
   it('a wrong method is 405 with the envelope and an Allow header', async () => {
     const put = await call(t.app, tenant, 'PUT', '/contacts', {});
     expectError(put, 405, 'NOT_FOUND');

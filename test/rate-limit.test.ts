@@ -194,6 +194,22 @@ for (const backend of backends) {
       expect(Math.abs(retryAfter - (dayReset() - Math.floor(Date.now() / 1000)))).toBeLessThanOrEqual(1);
     });
 
+    it('on a tie the day window binds: its reset is announced, and Retry-After points to it when both are spent', async () => {
+      await awayFromMinuteEdge();
+      const tenant = await createTenant(t.app, { api_requests_daily: 5 });
+      for (let i = 1; i <= 5; i++) {
+        const res = await call(t.app, tenant, 'GET', '/contacts');
+        expect(res.statusCode).toBe(200);
+        expect(remainingMinute(res)).toBe(5 - i);
+        expect(Number(header(res, 'x-ratelimit-remaining-day'))).toBe(5 - i);
+        expect(Number(header(res, 'x-ratelimit-reset'))).toBe(dayReset());
+      }
+      const res = await call(t.app, tenant, 'GET', '/contacts');
+      expectError(res, 429, 'RATE_LIMIT_EXCEEDED');
+      expect(Number(header(res, 'x-ratelimit-reset'))).toBe(dayReset());
+      expect(Math.abs(Number(header(res, 'retry-after')) - (dayReset() - Math.floor(Date.now() / 1000)))).toBeLessThanOrEqual(1);
+    });
+
     it('X-RateLimit-Reset is the minute reset when the minute is tighter', async () => {
       await awayFromMinuteEdge();
       const tenant = await createTenant(t.app, { api_requests_daily: 1000 });

@@ -39,7 +39,9 @@ export async function checkRateLimit(counter: RateCounter, tenantId: string, min
   const dayRemaining = unlimitedDay ? -1 : Math.max(0, dayLimit - counts.day);
   const minuteExceeded = counts.minute > minuteLimit;
   const dayExceeded = !unlimitedDay && !minuteExceeded && counts.day > dayLimit;
-  const dayIsTighter = !unlimitedDay && (dayExceeded || dayRemaining < minuteRemaining);
+  // On a tie the day binds: once the minute resets, the spent day still refuses (so a client that
+  // used its last daily request, or hit both windows, is told to come back at the day reset).
+  const dayIsTighter = !unlimitedDay && (dayExceeded || dayRemaining <= minuteRemaining);
   const reset = dayIsTighter ? w.dayReset : w.minuteReset;
   return {
     allowed: !minuteExceeded && !dayExceeded,
