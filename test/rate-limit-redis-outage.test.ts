@@ -105,6 +105,39 @@ describe.skipIf(!hasPostgres || !hasRedisServer)('rate limits when Redis becomes
     expect((await t.app.inject({ method: 'GET', url: '/readyz' })).json()).toMatchObject({ redis: 'ok' });
   });
 
+  it('a Redis that hangs (stopped process, like a partition): only the first request waits, then counting resumes', async () => {
+    const hungPort = await freePort();
+    const hung = await startRedis(hungPort);
+    const app = await startTestApp({ REDIS_URL: `redis://127.0.0.1:${hungPort}`, RATE_LIMIT_PER_MINUTE: '1000' });
+    try {
+      const tenant = await createTenant(app.app);
+      expect((await call(app.app, tenant, 'GET', '/contacts')).headers['x-ratelimit-remaining-minute']).toBe('999');
+      hung.kill('SIGSTOP');
+      const durations: number[] = [];
+      for (let i = 0; i < 20; i++) {
+        const started = performance.now();
+        const res = await call(app.app, tenant, 'GET', '/contacts');
+        durations.push(performance.now() - started);
+        expect(res.statusCode).toBe(200);
+        expect(res.headers['x-ratelimit-remaining-minute']).toBeUndefined();
+      }
+      // the first request discovers the outage (bounded by the 50 ms command timeout); the rest do not wait
+      expect(durations[0]).toBeLessThan(250);
+      const rest = durations.slice(1).sort((a, b) => a - b);
+      expect(rest[Math.floor(rest.length / 2)]).toBeLessThan(25);
+      hung.kill('SIGCONT');
+      const resumed = await eventually(async () => {
+        const res = await call(app.app, tenant, 'GET', '/contacts');
+        return res.headers['x-ratelimit-remaining-minute'] !== undefined ? res : null;
+      }, 10_000, 50);
+      expect(Number(resumed.headers['x-ratelimit-remaining-minute'])).toBeLessThan(999);
+    } finally {
+      await app.close();
+      hung.kill('SIGCONT');
+      await stopRedis(hung);
+    }
+  });
+
   it('a Redis that is down at start: the app starts promptly and serves uncounted requests', async () => {
     const deadPort = await freePort();
     const started = Date.now();

@@ -70,21 +70,44 @@ return {m, d}
 
 type RedisWithHit = Redis & { rateHit(k1: string, k2: string, a1: number, a2: number, a3: number): Promise<[number, number]> };
 
+/**
+ * A dead Redis fails commands at once, but an unreachable one (network partition, stopped process)
+ * keeps the connection open and every command waits the full commandTimeout. So after a failure
+ * requests stop calling Redis altogether, and a background ping brings counting back when it answers:
+ * only the request that discovered the outage pays the timeout.
+ */
 export class RedisRateCounter implements RateCounter {
   private redis: RedisWithHit;
-  constructor(redis: Redis) {
+  private suspended = false;
+
+  constructor(redis: Redis, private probeMs = 200) {
     redis.defineCommand('rateHit', { numberOfKeys: 2, lua: HIT_SCRIPT });
     this.redis = redis as RedisWithHit;
   }
 
   async hit(tenantId: string, minuteLimit: number) {
+    if (this.suspended) return null;
     const w = windowsAt(Date.now());
     try {
       const [minute, day] = await this.redis.rateHit(`rl:${tenantId}:m:${w.minute}`, `rl:${tenantId}:d:${w.day}`, MINUTE_MS * 2, DAY_MS + MINUTE_MS, minuteLimit);
       return { minute, day };
     } catch {
+      this.suspend();
       return null; // Redis down or slow: allow the request, omit the headers.
     }
+  }
+
+  private suspend() {
+    if (this.suspended) return;
+    this.suspended = true;
+    const probe = () => {
+      if (this.redis.status === 'end') return; // closed on shutdown
+      this.redis.ping().then(
+        () => { this.suspended = false; },
+        () => { setTimeout(probe, this.probeMs).unref(); },
+      );
+    };
+    setTimeout(probe, this.probeMs).unref();
   }
 }
 
