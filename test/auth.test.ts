@@ -53,6 +53,33 @@ describe.skipIf(!hasPostgres)('authentication and authorisation (spec section 5)
       expectError(res, 401, AUTH, 'Invalid or revoked API key');
     });
 
+    it('a configured AUTH_CACHE_MS above one second cannot stretch the revocation bound', async () => {
+      const slow = await startTestApp({ AUTH_CACHE_MS: '60000' });
+      try {
+        const tenant = await createTenant(slow.app);
+        expect((await call(slow.app, tenant, 'GET', '/contacts')).statusCode).toBe(200);
+        await slow.app.inject({ method: 'DELETE', url: `/admin/v1/tenants/${tenant.id}/api-keys/${tenant.keyId}`, headers: adminHeaders });
+        const revokedAt = Date.now();
+        await eventually(async () => (await call(slow.app, tenant, 'GET', '/contacts')).statusCode === 401, 3000, 20);
+        expect(Date.now() - revokedAt).toBeLessThan(1100);
+      } finally {
+        await slow.close();
+      }
+    });
+
+    it('a plan downgrade to free reaches the key within one second', async () => {
+      const tenant = await createTenant(t.app, { plan: 'starter' });
+      expect((await call(t.app, tenant, 'GET', '/contacts')).statusCode).toBe(200);
+      await t.app.inject({ method: 'PATCH', url: `/admin/v1/tenants/${tenant.id}`, headers: adminHeaders, payload: { plan: 'free' } });
+      const changedAt = Date.now();
+      const res = await eventually(async () => {
+        const r = await call(t.app, tenant, 'GET', '/contacts');
+        return r.statusCode === 403 ? r : null;
+      }, 3000, 20);
+      expect(Date.now() - changedAt).toBeLessThan(1100);
+      expect(expectError(res, 403, 'UPGRADE_REQUIRED').feature_key).toBe('access_api');
+    });
+
     it('a key past expires_at: API key has expired (already past, and expiring while in use)', async () => {
       const past = await createTenant(t.app, { key: { expires_at: new Date(Date.now() - 60_000).toISOString() } });
       expectError(await call(t.app, past, 'GET', '/contacts'), 401, AUTH, 'API key has expired');
