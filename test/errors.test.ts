@@ -55,6 +55,8 @@ describe.skipIf(!hasPostgres)('error envelope and request ids (spec section 7)',
     expectError(await inject(''), 400, 'VALIDATION_ERROR');
     expectError(await inject('[1,2]'), 400, 'VALIDATION_ERROR');
     expectError(await inject('"string"'), 400, 'VALIDATION_ERROR');
+    expectError(await inject('null'), 400, 'VALIDATION_ERROR');
+    expectError(await t.app.inject({ method: 'POST', url: `${API}/contacts`, headers: tenant.headers }), 400, 'VALIDATION_ERROR');
     const unsupported = await inject('first_name=A', 'application/x-www-form-urlencoded');
     expect(unsupported.statusCode).toBe(415);
     expectError(unsupported, 415, 'VALIDATION_ERROR');
