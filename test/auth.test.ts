@@ -120,6 +120,21 @@ describe.skipIf(!hasPostgres)('authentication and authorisation (spec section 5)
       });
     }
 
+    it('X-Forwarded-For is ignored unless TRUST_PROXY is set', async () => {
+      const tenant = await createTenant(t.app, { key: { ip_allowlist: ['203.0.113.7'] } });
+      const spoofed = await t.app.inject({ method: 'GET', url: `${API}/contacts`, headers: { ...tenant.headers, 'x-forwarded-for': '203.0.113.7' }, remoteAddress: '198.51.100.1' });
+      expectError(spoofed, 403, 'FORBIDDEN', ALLOWLIST);
+      const proxied = await startTestApp({ TRUST_PROXY: 'true' });
+      try {
+        const behindProxy = await createTenant(proxied.app, { key: { ip_allowlist: ['203.0.113.7'] } });
+        const inject = (xff: string) => proxied.app.inject({ method: 'GET', url: `${API}/contacts`, headers: { ...behindProxy.headers, 'x-forwarded-for': xff }, remoteAddress: '10.0.0.2' });
+        expect((await inject('203.0.113.7')).statusCode).toBe(200);
+        expectError(await inject('198.51.100.1'), 403, 'FORBIDDEN', ALLOWLIST);
+      } finally {
+        await proxied.close();
+      }
+    });
+
     it('a key without an allowlist accepts any address', async () => {
       const tenant = await createTenant(t.app);
       for (const ip of ['198.51.100.1', '2001:db8::99']) expect((await get(tenant.headers, { remoteAddress: ip })).statusCode).toBe(200);
