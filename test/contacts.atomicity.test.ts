@@ -37,6 +37,7 @@ describe.skipIf(!hasPostgres)('contacts: a change and its event are one transact
     const failed = await call(t.app, tenant, 'POST', '/contacts', body, { 'idempotency-key': key });
     expectError(failed, 500, 'INTERNAL_ERROR');
     expect(failed.body).not.toContain('events refused');
+    expect(failed.headers['x-ratelimit-remaining-minute']).toMatch(/^\d+$/); // counted, so it carries the headers
     expectError(await call(t.app, tenant, 'POST', '/contacts/bulk', { contacts: [{ first_name: 'B1', phone: uniquePhone() }, { first_name: 'B2', phone: uniquePhone() }] }), 500, 'INTERNAL_ERROR');
     expectError(await call(t.app, tenant, 'PATCH', `/contacts/${existing.id}`, { first_name: 'Changed' }), 500, 'INTERNAL_ERROR');
     expectError(await call(t.app, tenant, 'DELETE', `/contacts/${existing.id}`), 500, 'INTERNAL_ERROR');
