@@ -25,12 +25,14 @@ export interface Deps {
 
 /**
  * Redis holds only rate-limit counters, so it must never slow a request down: no offline queue,
- * a 50 ms command timeout, and reconnection in the background.
+ * reconnection in the background, and a 50 ms deadline on the request path. That deadline is
+ * enforced by the caller (withDeadline in rate-limit.ts), which does not mistake a busy event loop
+ * for a slow Redis; ioredis's own commandTimeout fires in that case, so it is only a backstop here.
  */
 export function connectRedis(url: string, logger: Logger): Redis {
   const redis = new Redis(url, {
     enableOfflineQueue: false,
-    commandTimeout: 50,
+    commandTimeout: 1000,
     maxRetriesPerRequest: 0,
     connectTimeout: 200,
     retryStrategy: (times) => Math.min(times * 100, 1000),
