@@ -2,7 +2,8 @@ import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } 
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { sql } from 'kysely';
 import type { Deps } from './deps.ts';
-import { installErrorHandling } from './http/error-handler.ts';
+import { AppError } from './http/errors.ts';
+import { installErrorHandling, sendError } from './http/error-handler.ts';
 import { installPublicApiHooks } from './http/public-api.ts';
 import { requestIdFor } from './http/request-id.ts';
 import { adminRoutes } from './modules/admin/admin.routes.ts';
@@ -20,6 +21,13 @@ export async function buildApp(deps: Deps): Promise<FastifyInstance> {
     trustProxy: deps.config.trustProxy,
     bodyLimit: 1024 * 1024,
     return503OnClosing: true,
+    // URLs the router rejects before any route or hook runs: answer them with the envelope too.
+    // An over-long path parameter cannot name a resource (ids are UUIDs), so it is a 404.
+    frameworkErrors: (error, _request, reply) => {
+      reply.header('x-request-id', reply.request.id);
+      if (error.code === 'FST_ERR_MAX_PARAM_LENGTH') return sendError(reply, new AppError('NOT_FOUND', 'Resource not found'));
+      return sendError(reply, new AppError('VALIDATION_ERROR', 'Malformed URL'));
+    },
   });
   const app = base.withTypeProvider<TypeBoxTypeProvider>();
 

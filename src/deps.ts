@@ -38,12 +38,14 @@ export function upstreamBaseUrlFor(config: Config, options: DepsOptions = {}): s
 
 /**
  * Redis holds only rate-limit counters, so it must never slow a request down: no offline queue,
- * a 50 ms command timeout, and reconnection in the background.
+ * reconnection in the background, and a 50 ms deadline on the request path. That deadline is
+ * enforced by the caller (withDeadline in rate-limit.ts), which does not mistake a busy event loop
+ * for a slow Redis; ioredis's own commandTimeout fires in that case, so it is only a backstop here.
  */
 export function connectRedis(url: string, logger: Logger): Redis {
   const redis = new Redis(url, {
     enableOfflineQueue: false,
-    commandTimeout: 50,
+    commandTimeout: 1000,
     maxRetriesPerRequest: 0,
     connectTimeout: 200,
     // Concurrent requests' counter scripts share one write to the socket.
@@ -60,11 +62,26 @@ export function connectRedis(url: string, logger: Logger): Redis {
   return redis;
 }
 
+/**
+ * Waits (bounded) for the first connection, so a freshly started process counts its first requests
+ * instead of serving them uncounted while Redis is still connecting. Never fails: a Redis that is
+ * down at start is handled like one that goes down later.
+ */
+function firstConnection(redis: Redis, timeoutMs: number): Promise<void> {
+  if (redis.status === 'ready') return Promise.resolve();
+  return new Promise((resolve) => {
+    const done = () => { clearTimeout(timer); redis.off('ready', done); resolve(); };
+    const timer = setTimeout(done, timeoutMs);
+    redis.once('ready', done);
+  });
+}
+
 export async function createDeps(config: Config, logger: Logger = createLogger(config.logLevel), options: DepsOptions = {}): Promise<Deps> {
   const database = await openDatabase(config);
   const db = database.db;
   const redis = config.redisUrl ? connectRedis(config.redisUrl, logger) : null;
   const upstream = createUpstreamClient({ baseUrl: upstreamBaseUrlFor(config, options), timeoutMs: config.upstreamTimeoutMs });
+  if (redis) await firstConnection(redis, 500);
   return {
     config,
     logger,
