@@ -8,6 +8,8 @@ import { MemoryRateCounter, RedisRateCounter, type RateCounter } from './http/ra
 import { createLogger } from './logger.ts';
 import { AdminService } from './modules/admin/admin.service.ts';
 import { ContactsService } from './modules/contacts/contacts.service.ts';
+import { createUpstreamClient } from './upstream/client.ts';
+import type { UpstreamClient } from './upstream/types.ts';
 
 export interface Deps {
   config: Config;
@@ -20,7 +22,18 @@ export interface Deps {
   idempotency: IdempotencyStore;
   admin: AdminService;
   contacts: ContactsService;
+  upstream: UpstreamClient;
   close(): Promise<void>;
+}
+
+export interface DepsOptions {
+  /** Graph base URL to use when UPSTREAM_BASE_URL is unset (the in-process sandbox's). */
+  upstreamBaseUrl?: string;
+}
+
+/** Where the upstream is: configured, given by the caller (in-process sandbox), or the sandbox's default port. */
+export function upstreamBaseUrlFor(config: Config, options: DepsOptions = {}): string {
+  return config.upstreamBaseUrl ?? options.upstreamBaseUrl ?? `http://127.0.0.1:${config.sandboxPort}/v21.0`;
 }
 
 /**
@@ -45,10 +58,11 @@ export function connectRedis(url: string, logger: Logger): Redis {
   return redis;
 }
 
-export async function createDeps(config: Config, logger: Logger = createLogger(config.logLevel)): Promise<Deps> {
+export async function createDeps(config: Config, logger: Logger = createLogger(config.logLevel), options: DepsOptions = {}): Promise<Deps> {
   const database = await openDatabase(config);
   const db = database.db;
   const redis = config.redisUrl ? connectRedis(config.redisUrl, logger) : null;
+  const upstream = createUpstreamClient({ baseUrl: upstreamBaseUrlFor(config, options), timeoutMs: config.upstreamTimeoutMs });
   return {
     config,
     logger,
@@ -60,8 +74,10 @@ export async function createDeps(config: Config, logger: Logger = createLogger(c
     idempotency: new IdempotencyStore(db, config.idempotencyTtlMs, config.idempotencyLockMs),
     admin: new AdminService(db, config.secretsKey),
     contacts: new ContactsService(db),
+    upstream,
     async close() {
       redis?.disconnect();
+      await upstream.close();
       await database.close();
     },
   };
