@@ -38,7 +38,11 @@ describe.skipIf(!hasPostgres)('messages: POST /messages/template', () => {
       return events.some((e) => e.type === 'message.read') ? events : null;
     });
     const types = read.map((e) => e.type);
-    expect(types.filter((x) => x.startsWith('message.')).sort()).toEqual(['message.delivered', 'message.read', 'message.sent']);
+    // Callbacks may be posted concurrently: a delivered that lands after read is (rightly) dropped.
+    const messageTypes = types.filter((x) => x.startsWith('message.'));
+    expect(messageTypes).toContain('message.sent');
+    expect(messageTypes.filter((x) => x === 'message.read')).toHaveLength(1);
+    expect(messageTypes.filter((x) => x === 'message.delivered').length).toBeLessThanOrEqual(1);
     expect(types).toContain('contact.communication_added');
     const readEvent = read.find((e) => e.type === 'message.read')!;
     expect(readEvent.data).toEqual({
@@ -46,7 +50,7 @@ describe.skipIf(!hasPostgres)('messages: POST /messages/template', () => {
     });
     const final = await t.deps.db.selectFrom('messages').selectAll().where('id', '=', row.id).executeTakeFirstOrThrow();
     expect(final.status).toBe('read');
-    expect(final.sent_at && final.delivered_at && final.read_at).toBeTruthy();
+    expect(final.sent_at && final.read_at).toBeTruthy();
     const comms = await call(t.app, tenant, 'GET', `/contacts/${contact.id}/communications`);
     if (comms.statusCode === 200) expect(comms.json().data[0]).toMatchObject({ direction: 'outbound', message_id: sent.message_id });
   });

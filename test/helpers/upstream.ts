@@ -84,7 +84,9 @@ export function uniqueTemplateName(prefix = 'tpl'): string {
 export const BODY_TWO_VARS = [{ type: 'BODY', text: 'Hello {{1}}, your order {{2}} has shipped.' }];
 
 /** Creates, submits and waits for the sandbox's approval (SANDBOX review of ~50 ms, by callback). */
-export async function createApprovedTemplate(app: FastifyInstance, tenant: TestTenant, options: { name?: string; language?: string; components?: unknown[] } = {}) {
+export interface ApprovedTemplate { id: string; template_name: string; language: string; status: string; components: unknown[] }
+
+export async function createApprovedTemplate(app: FastifyInstance, tenant: TestTenant, options: { name?: string; language?: string; components?: unknown[] } = {}): Promise<ApprovedTemplate> {
   const created = await call(app, tenant, 'POST', '/templates', {
     template_name: options.name ?? uniqueTemplateName(), language: options.language ?? 'en', category: 'UTILITY', components: options.components ?? BODY_TWO_VARS,
   });
@@ -93,7 +95,7 @@ export async function createApprovedTemplate(app: FastifyInstance, tenant: TestT
   if (submitted.statusCode !== 200) throw new Error(`template submit failed: ${submitted.body}`);
   return eventually(async () => {
     const got = await call(app, tenant, 'GET', `/templates/${created.json().id}`);
-    return got.statusCode === 200 ? got.json() : null;
+    return got.statusCode === 200 ? (got.json() as ApprovedTemplate) : null;
   });
 }
 

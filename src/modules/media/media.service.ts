@@ -1,5 +1,5 @@
 import { createHash, randomUUID } from 'node:crypto';
-import { Transform, type Readable } from 'node:stream';
+import { Readable } from 'node:stream';
 import type { Db } from '../../db/database.ts';
 import { AppError, notFound, validationError } from '../../http/errors.ts';
 import { offsetOf, paginationFor, type PageQuery } from '../../http/pagination.ts';
@@ -42,23 +42,19 @@ export class MediaService {
     const hash = createHash('sha256');
     let size = 0;
     let head = Buffer.alloc(0);
-    const meter = new Transform({
-      transform(chunk: Buffer, _enc, done) {
+    const tooLarge = () => validationError(`file is larger than the ${Math.round(maxBytes / 1024 / 1024)} MB allowed${isMediaType(type) ? ` for ${type}` : ''}`, ['body', 'file'], null, 'too_large');
+    async function* metered(source: AsyncIterable<Buffer>) {
+      for await (const chunk of source) {
         size += chunk.length;
-        if (size > maxBytes) return done(validationError(`file is larger than the ${Math.round(maxBytes / 1024 / 1024)} MB allowed${isMediaType(type) ? ` for ${type}` : ''}`, ['body', 'file'], null, 'too_large'));
+        if (size > maxBytes) throw tooLarge();
         if (head.length < 16) head = Buffer.concat([head, chunk.subarray(0, 16 - head.length)]);
         hash.update(chunk);
-        done(null, chunk);
-      },
-    });
+        yield chunk;
+      }
+    }
     const id = randomUUID();
     const key = `${tenantId}/${id}`;
-    try {
-      await this.storage.put(key, file.stream.pipe(meter));
-    } catch (err) {
-      file.stream.resume();
-      throw err;
-    }
+    await this.storage.put(key, Readable.from(metered(file.stream)));
     return { id, key, filename: file.filename, mimeType: bareMime(file.mimeType), sizeBytes: size, sha256: hash.digest('hex'), head };
   }
 
