@@ -1,34 +1,64 @@
 import { sql } from 'kysely';
-import type { Queryable } from '../../db/database.ts';
+import type { Db, Queryable } from '../../db/database.ts';
+
+export interface NewMessage {
+  id: string;
+  templateId: string;
+  templateName: string;
+  language: string;
+  to: string;
+  components: unknown[];
+  campaignId?: string | null;
+}
+
+function messageValues(tenantId: string, values: NewMessage, upstreamMessageId: string | null) {
+  return {
+    id: values.id,
+    tenant_id: tenantId,
+    contact_id: sql<string | null>`(SELECT id FROM contacts WHERE tenant_id = ${tenantId} AND phone = ${values.to} AND deleted_at IS NULL)`,
+    template_id: values.templateId,
+    template_name: values.templateName,
+    language: values.language,
+    to_phone: values.to,
+    components: JSON.stringify(values.components),
+    upstream_message_id: upstreamMessageId,
+    status: 'accepted',
+    campaign_id: values.campaignId ?? null,
+    callback_data: values.id,
+  };
+}
 
 export const messagesRepository = {
   /**
    * Records an outbound message before the upstream call, linking the live contact with this
-   * phone in the same statement.
+   * phone in the same statement. Committed asynchronously (no WAL flush wait): this row only has
+   * to be visible to a status callback that overtakes the send response; the durable record is
+   * written by `recordAccepted` after the call (it re-creates the row should a database crash
+   * have lost it).
    */
-  async insertAccepted(db: Queryable, tenantId: string, values: {
-    id: string; templateId: string; templateName: string; language: string; to: string; components: unknown[]; campaignId?: string | null;
-  }): Promise<{ id: string; contact_id: string | null }> {
-    return db.insertInto('messages').values({
-      id: values.id,
-      tenant_id: tenantId,
-      contact_id: sql<string | null>`(SELECT id FROM contacts WHERE tenant_id = ${tenantId} AND phone = ${values.to} AND deleted_at IS NULL)`,
-      template_id: values.templateId,
-      template_name: values.templateName,
-      language: values.language,
-      to_phone: values.to,
-      components: JSON.stringify(values.components),
-      status: 'accepted',
-      campaign_id: values.campaignId ?? null,
-      callback_data: values.id,
-    }).returning(['id', 'contact_id']).executeTakeFirstOrThrow();
+  async insertAccepted(db: Db, tenantId: string, values: NewMessage): Promise<{ id: string; contact_id: string | null }> {
+    return db.transaction().execute(async (tx) => {
+      await sql`SET LOCAL synchronous_commit TO OFF`.execute(tx);
+      return tx.insertInto('messages').values(messageValues(tenantId, values, null)).returning(['id', 'contact_id']).executeTakeFirstOrThrow();
+    });
   },
 
-  /** A status callback may have set the id already (it races the send response); keep the first. */
-  async recordUpstreamId(db: Queryable, tenantId: string, id: string, upstreamMessageId: string): Promise<void> {
-    await db.updateTable('messages')
-      .set({ upstream_message_id: sql`coalesce(upstream_message_id, ${upstreamMessageId})`, updated_at: new Date() } as never)
-      .where('tenant_id', '=', tenantId).where('id', '=', id).execute();
+  /**
+   * Durably records the upstream message id after an accepted send. A status callback that
+   * arrived first sets the id itself, while holding the row lock; that row is skipped rather than
+   * waited for (SKIP LOCKED), which keeps sends from queueing behind callback batches.
+   */
+  async recordAccepted(db: Queryable, tenantId: string, values: NewMessage, upstreamMessageId: string): Promise<void> {
+    const updated = await sql`
+      UPDATE messages SET upstream_message_id = ${upstreamMessageId}, updated_at = now()
+      WHERE id = (SELECT id FROM messages WHERE tenant_id = ${tenantId} AND id = ${values.id} AND upstream_message_id IS NULL FOR UPDATE SKIP LOCKED)`.execute(db);
+    if (Number(updated.numAffectedRows ?? 0) > 0) return;
+    // Skipped (locked by a callback, or already set) or missing: make sure the row exists. A plain
+    // read sees the committed row without waiting on the callback's lock.
+    const exists = await db.selectFrom('messages').select('id').where('tenant_id', '=', tenantId).where('id', '=', values.id).executeTakeFirst();
+    if (exists) return;
+    await db.insertInto('messages').values(messageValues(tenantId, values, upstreamMessageId))
+      .onConflict((oc) => oc.column('id').doNothing()).execute();
   },
 
   /** The upstream refused the send synchronously: the row keeps the reason. No event (the caller got the error). */

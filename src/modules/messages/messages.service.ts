@@ -50,9 +50,8 @@ export class MessagesService {
     }
 
     const id = randomUUID();
-    const row = await repo.insertAccepted(this.db, tenantId, {
-      id, templateId: template.id, templateName: template.template_name, language, to, components: input.components ?? [],
-    });
+    const record = { id, templateId: template.id, templateName: template.template_name, language, to, components: input.components ?? [] };
+    const row = await repo.insertAccepted(this.db, tenantId, record);
     const outcome = await this.upstream.sendTemplate(upstreamAccount, { to, templateName: template.template_name, language, components, callbackData: id });
     if (outcome.kind !== 'accepted') {
       // A timeout leaves the outcome unknown: the row stays accepted so late callbacks still apply.
@@ -69,11 +68,11 @@ export class MessagesService {
     if (row.contact_id) {
       const contactId = row.contact_id;
       await this.db.transaction().execute(async (tx) => {
-        await repo.recordUpstreamId(tx, tenantId, id, wamid);
+        await repo.recordAccepted(tx, tenantId, record, wamid);
         await addCommunication(tx, tenantId, { contactId, direction: 'outbound', messageId: wamid, summary: `Template ${template.template_name} (${language})` });
       });
     } else {
-      await repo.recordUpstreamId(this.db, tenantId, id, wamid);
+      await repo.recordAccepted(this.db, tenantId, record, wamid);
     }
     return { message_id: wamid, status: 'accepted', to };
   }

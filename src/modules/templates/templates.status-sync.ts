@@ -50,25 +50,34 @@ export class TemplateStatusSync {
     const byTenant = new Map<string, typeof claimed>();
     for (const t of claimed) byTenant.set(t.tenant_id, [...(byTenant.get(t.tenant_id) ?? []), t]);
     for (const [tenantId, templates] of byTenant) {
-      const account = await findActiveAccount(this.db, tenantId);
-      if (!account) continue;
-      const upstreamAccount = toUpstreamAccount(account, this.secretsKey);
-      // One call for a single template; one list call (paged by the client) for several.
-      const outcome = templates.length === 1
-        ? await this.upstream.getTemplate(upstreamAccount, templates[0].upstream_id!).then((o) => (o.kind === 'accepted' ? { ...o, value: [o.value] } : o))
-        : await this.upstream.listTemplates(upstreamAccount);
-      if (outcome.kind !== 'accepted') {
-        this.logger?.warn({ tenant_id: tenantId, outcome: outcome.kind }, 'template status poll failed; will retry after the interval');
-        continue;
-      }
-      const byId = new Map(outcome.value.map((t) => [t.id, t]));
-      for (const template of templates) {
-        const remote = byId.get(template.upstream_id!);
-        const status = remote ? mapUpstreamTemplateStatus(remote.status) : null;
-        if (!remote || !status || status === 'pending') continue;
-        await repo.applyUpstreamStatus(this.db, [tenantId], { upstreamId: template.upstream_id, name: null, language: null }, status, remote.rejectedReason);
+      try {
+        await this.pollTenant(tenantId, templates);
+      } catch (err) {
+        // One tenant's problem (say, a token that no longer decrypts) must not stop the others.
+        this.logger?.error({ err, tenant_id: tenantId }, 'template status poll failed for tenant');
       }
     }
     return claimed.length;
+  }
+
+  private async pollTenant(tenantId: string, templates: { upstream_id: string | null }[]): Promise<void> {
+    const account = await findActiveAccount(this.db, tenantId);
+    if (!account) return;
+    const upstreamAccount = toUpstreamAccount(account, this.secretsKey);
+    // One call for a single template; one list call (paged by the client) for several.
+    const outcome = templates.length === 1
+      ? await this.upstream.getTemplate(upstreamAccount, templates[0].upstream_id!).then((o) => (o.kind === 'accepted' ? { ...o, value: [o.value] } : o))
+      : await this.upstream.listTemplates(upstreamAccount);
+    if (outcome.kind !== 'accepted') {
+      this.logger?.warn({ tenant_id: tenantId, outcome: outcome.kind }, 'template status poll failed; will retry after the interval');
+      return;
+    }
+    const byId = new Map(outcome.value.map((t) => [t.id, t]));
+    for (const template of templates) {
+      const remote = byId.get(template.upstream_id!);
+      const status = remote ? mapUpstreamTemplateStatus(remote.status) : null;
+      if (!remote || !status || status === 'pending') continue;
+      await repo.applyUpstreamStatus(this.db, [tenantId], { upstreamId: template.upstream_id, name: null, language: null }, status, remote.rejectedReason);
+    }
   }
 }
