@@ -92,7 +92,10 @@ export async function run(): Promise<object> {
   const service = await startService({
     PORT: String(port), HOST: '127.0.0.1', ROLE: 'api', UPSTREAM_BASE_URL: sandbox.baseUrl, UPSTREAM_APP_SECRET: appSecret,
     ADMIN_TOKEN: adminToken, SEED_DEMO: 'false', LOG_LEVEL: 'warn', OPENAPI_ENABLED: 'false',
-    RATE_LIMIT_PER_MINUTE: '100000000', DATA_DIR: mkdtempSync(join(tmpdir(), 'msvc-bench-')),
+    RATE_LIMIT_PER_MINUTE: '100000000',
+    // Diagnostics only: BENCH_SERVICE_DATABASE_URL lets a run vary connection options (e.g. commit mode).
+    ...(process.env.BENCH_SERVICE_DATABASE_URL ? { DATABASE_URL: process.env.BENCH_SERVICE_DATABASE_URL } : {}),
+    ...(process.env.BENCH_SERVICE_REDIS_URL !== undefined ? { REDIS_URL: process.env.BENCH_SERVICE_REDIS_URL } : {}), DATA_DIR: mkdtempSync(join(tmpdir(), 'msvc-bench-')),
   }, `${url}/healthz`);
   const database = await openDatabase({ databaseUrl: process.env.DATABASE_URL, dataDir: tmpdir(), poolSize: 2 });
   try {
@@ -119,6 +122,9 @@ export async function run(): Promise<object> {
 
     // The sandbox alone: the ceiling the service is compared with.
     const capacity = await measureSandboxCapacityDetailed({ baseUrl: sandbox.baseUrl, seconds: Math.min(SECONDS, 5), concurrency: CONNECTIONS });
+
+    // Context: an authenticated, rate-limited one-query read on the same service and machine.
+    const baseline = await autocannon({ url: `${url}/api/v1/public/templates/${template.id}`, connections: CONNECTIONS, duration: 3, headers: auth });
 
     await sendLoad(url, auth, templateName, 2); // warm-up: JIT, pools, caches
     const before = await sql<{ n: number }>`SELECT count(*)::int AS n FROM messages WHERE tenant_id = ${tenant.id}`.execute(database.db);
@@ -152,6 +158,8 @@ export async function run(): Promise<object> {
       api_non_2xx: measured.non_2xx,
       api_errors: measured.errors,
       ratio_to_sandbox: ratio,
+      baseline_get_template_per_s: Math.round(baseline.requests.average),
+      baseline_get_template_p50_ms: baseline.latency.p50,
       target_ratio: 0.5,
       meets_target: ratio >= 0.5,
       messages_stored: counts.total,
@@ -161,7 +169,7 @@ export async function run(): Promise<object> {
       message_status_events: events,
       callback_drain_ms: drainMs,
     };
-    console.log(`messages: ${measured.sends_per_s} sends/s through the API (p50 ${measured.p50_ms} ms, p99 ${measured.p99_ms} ms, non-2xx ${measured.non_2xx}) vs sandbox ${capacity.sendsPerSecond}/s = ${ratio} (target 0.5); ${counts.read}/${counts.total} read after ${drainMs} ms drain, ${events} status events`);
+    console.log(`messages: ${measured.sends_per_s} sends/s through the API (p50 ${measured.p50_ms} ms, p99 ${measured.p99_ms} ms, non-2xx ${measured.non_2xx}) vs sandbox ${capacity.sendsPerSecond}/s = ${ratio} (target 0.5); GET /templates/{id} baseline ${Math.round(baseline.requests.average)}/s; ${counts.read}/${counts.total} read after ${drainMs} ms drain, ${events} status events`);
     return result;
   } finally {
     await database.close();

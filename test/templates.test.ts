@@ -160,3 +160,21 @@ describe.skipIf(!hasPostgres)('templates', () => {
     void adminHeaders;
   });
 });
+
+describe.skipIf(!hasPostgres)('templates: request shapes', () => {
+  let t: UpstreamTestApp;
+  beforeAll(async () => { t = await startUpstreamApp(); });
+  afterAll(async () => { await t?.close(); });
+
+  it('submit accepts an empty JSON body; create still requires one; malformed JSON is 400', async () => {
+    const tenant = await createConnectedTenant(t.app);
+    const template = (await call(t.app, tenant, 'POST', '/templates', { template_name: uniqueTemplateName(), language: 'en', category: 'UTILITY', components: BODY_TWO_VARS })).json();
+    const submit = await t.app.inject({ method: 'POST', url: `/api/v1/public/templates/${template.id}/submit`, headers: { ...tenant.headers, 'content-type': 'application/json' }, payload: '' });
+    expect(submit.statusCode).toBe(200);
+    const empty = await t.app.inject({ method: 'POST', url: '/api/v1/public/templates', headers: { ...tenant.headers, 'content-type': 'application/json' }, payload: '' });
+    expect(empty.statusCode).toBe(400);
+    const malformed = await t.app.inject({ method: 'POST', url: '/api/v1/public/templates', headers: { ...tenant.headers, 'content-type': 'application/json' }, payload: '{"template_name":' });
+    expect(malformed.statusCode).toBe(400);
+    expect(malformed.json().error.code).toBe('VALIDATION_ERROR');
+  });
+});

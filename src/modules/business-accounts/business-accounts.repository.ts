@@ -42,3 +42,21 @@ export async function findTenantsByWabaId(db: Queryable, wabaId: string): Promis
     .execute();
   return rows.map((r) => r.tenant_id);
 }
+
+/**
+ * The send path's prerequisites in one round trip: the tenant's active account and, when it has
+ * one, the approved template with this name and exact language.
+ */
+export async function findAccountAndApprovedTemplate(db: Queryable, tenantId: string, templateName: string, language: string) {
+  const row = await db.selectFrom('business_accounts as ba')
+    .leftJoin('templates as t', (join) => join
+      .onRef('t.tenant_id', '=', 'ba.tenant_id')
+      .on('t.template_name', '=', templateName).on('t.language', '=', language).on('t.status', '=', 'approved'))
+    .select(['ba.tenant_id', 'ba.waba_id', 'ba.phone_number_id', 'ba.access_token_enc', 't.id as template_id', 't.template_name', 't.components'])
+    .where('ba.tenant_id', '=', tenantId).where('ba.status', '=', 'active')
+    .executeTakeFirst();
+  if (!row) return { account: undefined, template: undefined };
+  const account: ActiveAccount = { tenantId: row.tenant_id, wabaId: row.waba_id, phoneNumberId: row.phone_number_id, accessTokenEnc: row.access_token_enc };
+  const template = row.template_id ? { id: row.template_id, template_name: row.template_name!, components: row.components as unknown[] } : undefined;
+  return { account, template };
+}

@@ -99,7 +99,24 @@ export class CallbacksService {
   /** Called with every status a message moved to, inside the same transaction (campaign hook). */
   private statusHooks: ((tx: Tx, tenantId: string, applied: AppliedStatus[]) => Promise<void>)[] = [];
 
-  constructor(private db: Db, private templateSync: TemplateStatusSync, private logger?: Logger) {}
+  /**
+   * phone_number_id -> tenant, kept for a moment: a busy number sends a callback batch every few
+   * milliseconds. Staleness is harmless here (a disconnected account's last statuses still land
+   * on its own messages), and the phone-number id is unique among active accounts.
+   */
+  private routes = new Map<string, { tenantId: string | undefined; until: number }>();
+
+  constructor(private db: Db, private templateSync: TemplateStatusSync, private logger?: Logger, private routeCacheMs = 2000) {}
+
+  private async tenantFor(phoneNumberId: string): Promise<{ tenantId: string | undefined; fresh: boolean }> {
+    const now = Date.now();
+    const cached = this.routes.get(phoneNumberId);
+    if (cached && cached.until > now) return { tenantId: cached.tenantId, fresh: false };
+    const tenantId = await findTenantByPhoneNumberId(this.db, phoneNumberId);
+    if (this.routes.size > 10_000) this.routes.clear();
+    this.routes.set(phoneNumberId, { tenantId, until: now + this.routeCacheMs });
+    return { tenantId, fresh: true };
+  }
 
   onStatusesApplied(hook: (tx: Tx, tenantId: string, applied: AppliedStatus[]) => Promise<void>): void {
     this.statusHooks.push(hook);
@@ -136,9 +153,10 @@ export class CallbacksService {
     let statuses = 0;
     let inbound = 0;
     for (const [phoneNumberId, batch] of byPhoneNumber) {
-      const tenantId = await findTenantByPhoneNumberId(this.db, phoneNumberId);
+      const { tenantId, fresh } = await this.tenantFor(phoneNumberId);
       if (!tenantId) {
-        this.logger?.warn({ phone_number_id: phoneNumberId, statuses: batch.statuses.length, messages: batch.inbound.length }, 'upstream callback for an unknown phone number id; acknowledged, not processed');
+        // Logged once per route-cache period per id, so a misrouted busy number cannot flood the log.
+        if (fresh) this.logger?.warn({ phone_number_id: phoneNumberId, statuses: batch.statuses.length, messages: batch.inbound.length }, 'upstream callback for an unknown phone number id; acknowledged, not processed');
         ignored += batch.statuses.length + batch.inbound.length;
         continue;
       }

@@ -1,5 +1,5 @@
 import { sql } from 'kysely';
-import type { Db, Queryable } from '../../db/database.ts';
+import type { Queryable } from '../../db/database.ts';
 
 export interface NewMessage {
   id: string;
@@ -31,16 +31,11 @@ function messageValues(tenantId: string, values: NewMessage, upstreamMessageId: 
 export const messagesRepository = {
   /**
    * Records an outbound message before the upstream call, linking the live contact with this
-   * phone in the same statement. Committed asynchronously (no WAL flush wait): this row only has
-   * to be visible to a status callback that overtakes the send response; the durable record is
-   * written by `recordAccepted` after the call (it re-creates the row should a database crash
-   * have lost it).
+   * phone in the same statement (one round trip). This row is what a status callback that
+   * overtakes the send response finds.
    */
-  async insertAccepted(db: Db, tenantId: string, values: NewMessage): Promise<{ id: string; contact_id: string | null }> {
-    return db.transaction().execute(async (tx) => {
-      await sql`SET LOCAL synchronous_commit TO OFF`.execute(tx);
-      return tx.insertInto('messages').values(messageValues(tenantId, values, null)).returning(['id', 'contact_id']).executeTakeFirstOrThrow();
-    });
+  async insertAccepted(db: Queryable, tenantId: string, values: NewMessage): Promise<{ id: string; contact_id: string | null }> {
+    return db.insertInto('messages').values(messageValues(tenantId, values, null)).returning(['id', 'contact_id']).executeTakeFirstOrThrow();
   },
 
   /**
@@ -53,8 +48,8 @@ export const messagesRepository = {
       UPDATE messages SET upstream_message_id = ${upstreamMessageId}, updated_at = now()
       WHERE id = (SELECT id FROM messages WHERE tenant_id = ${tenantId} AND id = ${values.id} AND upstream_message_id IS NULL FOR UPDATE SKIP LOCKED)`.execute(db);
     if (Number(updated.numAffectedRows ?? 0) > 0) return;
-    // Skipped (locked by a callback, or already set) or missing: make sure the row exists. A plain
-    // read sees the committed row without waiting on the callback's lock.
+    // Skipped (locked by a callback, or already set): a plain read sees the committed row without
+    // waiting on the callback's lock; the insert only covers a row that went missing.
     const exists = await db.selectFrom('messages').select('id').where('tenant_id', '=', tenantId).where('id', '=', values.id).executeTakeFirst();
     if (exists) return;
     await db.insertInto('messages').values(messageValues(tenantId, values, upstreamMessageId))

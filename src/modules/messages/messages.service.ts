@@ -3,13 +3,12 @@ import type { Logger } from 'pino';
 import type { Db } from '../../db/database.ts';
 import { AppError, validationError } from '../../http/errors.ts';
 import type { UpstreamClient } from '../../upstream/types.ts';
-import { findActiveAccount, noActiveAccount, toUpstreamAccount } from '../business-accounts/business-accounts.repository.ts';
+import { findAccountAndApprovedTemplate, noActiveAccount, toUpstreamAccount } from '../business-accounts/business-accounts.repository.ts';
 import { upstreamFailure } from '../business-accounts/upstream-failures.ts';
 import { addCommunication } from '../contacts/communications.repository.ts';
 import { toE164 } from '../contacts/phone.ts';
 import type { MediaService } from '../media/media.service.ts';
 import { placeholderPlan } from '../templates/templates.grammar.ts';
-import { templatesRepository } from '../templates/templates.repository.ts';
 import { buildSendComponents } from './messages.components.ts';
 import { messagesRepository as repo } from './messages.repository.ts';
 import type { SendResult, SendTemplateMessage } from './messages.schemas.ts';
@@ -27,10 +26,7 @@ export class MessagesService {
     const to = toE164(input.to);
     if (!to) throw validationError('to must be a valid phone number in E.164 format (+<country code><number>)', ['body', 'to'], input.to);
     const language = input.language ?? 'en';
-    const [account, template] = await Promise.all([
-      findActiveAccount(this.db, tenantId),
-      templatesRepository.findApprovedByNameLanguage(this.db, tenantId, input.template_name, language),
-    ]);
+    const { account, template } = await findAccountAndApprovedTemplate(this.db, tenantId, input.template_name, language);
     if (!account) throw noActiveAccount();
     if (!template) throw new AppError('NOT_FOUND', `Template "${input.template_name}" not found or not approved in language "${language}"`);
 

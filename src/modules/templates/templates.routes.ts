@@ -7,6 +7,15 @@ const read = { scopes: ['templates:read'] };
 const write = { scopes: ['templates:write'] };
 
 export const templatesRoutes: FastifyPluginAsyncTypebox<{ templates: TemplatesService }> = async (app, { templates }) => {
+  // POST /templates/{id}/submit has no body; clients that still send Content-Type: application/json
+  // with an empty body are accepted (POST /templates still requires its body by schema).
+  const parseJson = app.getDefaultJsonParser('error', 'ignore');
+  app.removeContentTypeParser('application/json');
+  app.addContentTypeParser('application/json', { parseAs: 'string' }, (req, body, done) => {
+    if (body === '') return done(null, undefined);
+    parseJson(req, body as string, done);
+  });
+
   app.get('/templates', { config: read, schema: { querystring: PageQuery, response: { 200: TemplatePage } } },
     (req) => templates.list(req.auth.tenantId, req.query));
 
