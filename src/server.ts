@@ -23,9 +23,10 @@ const logger = createLogger(config.logLevel);
 // process leaves it to the API process (or `npm run sandbox`) and uses SANDBOX_PORT.
 const sandbox: Sandbox | null = config.upstreamBaseUrl || config.role === 'worker' ? null : await createSandbox({
   port: config.sandboxPort,
-  host: process.env.SANDBOX_HOST || '127.0.0.1',
+  host: config.sandboxHost,
   reviewMs: config.sandboxReviewMs,
   appSecret: config.upstreamAppSecret,
+  callbackUrl: config.port ? `http://127.0.0.1:${config.port}/upstream/webhook` : null,
   logger: logger.child({ component: 'sandbox' }),
 });
 const deps = await createDeps(config, logger, { upstreamBaseUrl: sandbox?.baseUrl });

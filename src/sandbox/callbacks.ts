@@ -32,6 +32,8 @@ interface PendingPost {
   body: string;
   signature: string;
   attempt: number;
+  /** Called once the body was delivered or given up on. */
+  settled: () => void;
 }
 
 /** Signs and POSTs callback bodies with keep-alive, bounded concurrency and a few retries. */
@@ -47,6 +49,8 @@ export class CallbackDeliverer {
   private readonly timeoutMs: number;
   delivered = 0;
   dropped = 0;
+  private lastWarnAt = 0;
+  private droppedSinceWarn = 0;
 
   constructor(private readonly options: CallbackDelivererOptions) {
     this.retryDelaysMs = options.retryDelaysMs ?? [200, 1000, 5000];
@@ -55,16 +59,19 @@ export class CallbackDeliverer {
     this.timeoutMs = options.timeoutMs ?? 10_000;
   }
 
-  post(payload: unknown): void {
-    if (this.closed) return;
+  /** Queues a callback; the promise settles once it was delivered or given up on (never rejects). */
+  post(payload: unknown): Promise<void> {
+    if (this.closed) return Promise.resolve();
     const body = metaJson(payload);
-    this.enqueue({ body, signature: signatureHeader(this.options.appSecret, body), attempt: 0 });
+    return new Promise((settled) => {
+      this.enqueue({ body, signature: signatureHeader(this.options.appSecret, body), attempt: 0, settled });
+    });
   }
 
   private enqueue(post: PendingPost): void {
     if (this.queue.length >= this.maxQueued) {
-      this.dropped++;
-      this.options.logger.warn('sandbox callback queue full; dropping a callback');
+      this.drop('callback queue full');
+      post.settled();
       return;
     }
     this.queue.push(post);
@@ -84,7 +91,10 @@ export class CallbackDeliverer {
 
   private async send(post: PendingPost): Promise<void> {
     const url = this.options.callbackUrl();
-    if (!url) return;
+    if (!url) {
+      post.settled();
+      return;
+    }
     let failure: string;
     try {
       const response = await request(url, {
@@ -98,6 +108,7 @@ export class CallbackDeliverer {
       await response.body.dump();
       if (response.statusCode >= 200 && response.statusCode < 300) {
         this.delivered++;
+        post.settled();
         return;
       }
       failure = `HTTP ${response.statusCode}`;
@@ -106,8 +117,8 @@ export class CallbackDeliverer {
     }
     const delay = this.retryDelaysMs[post.attempt];
     if (delay === undefined || this.closed) {
-      this.dropped++;
-      this.options.logger.warn({ failure, attempts: post.attempt + 1 }, 'sandbox callback not delivered; giving up');
+      this.drop(failure);
+      post.settled();
       return;
     }
     const timer = setTimeout(() => {
@@ -116,6 +127,17 @@ export class CallbackDeliverer {
     }, delay);
     timer.unref();
     this.retryTimers.add(timer);
+  }
+
+  /** A dead receiver fails thousands of callbacks a second: one warning per 10 s, with a count. */
+  private drop(lastFailure: string): void {
+    this.dropped++;
+    this.droppedSinceWarn++;
+    const now = Date.now();
+    if (now - this.lastWarnAt < 10_000) return;
+    this.options.logger.warn({ dropped: this.droppedSinceWarn, lastFailure, callbackUrl: this.options.callbackUrl() }, 'sandbox callbacks not delivered after retries; dropped');
+    this.lastWarnAt = now;
+    this.droppedSinceWarn = 0;
   }
 
   /** True when nothing is queued, in flight or waiting for a retry. */
@@ -127,7 +149,7 @@ export class CallbackDeliverer {
     this.closed = true;
     for (const timer of this.retryTimers) clearTimeout(timer);
     this.retryTimers.clear();
-    this.queue.length = 0;
+    for (const post of this.queue.splice(0)) post.settled();
     await this.agent.destroy().catch(() => {});
   }
 }

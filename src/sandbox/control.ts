@@ -57,7 +57,8 @@ export function reviewTemplate(state: SandboxState, body: unknown): Reply {
   if (!isObject(body) || typeof body.name !== 'string' || typeof body.language !== 'string') return bad('name and language are required');
   if (!REVIEW_STATUSES.includes(body.status as ReviewStatus)) return bad(`status must be one of ${REVIEW_STATUSES.join(', ')}`);
   if (body.reason !== undefined && typeof body.reason !== 'string') return bad('reason must be a string');
-  const changed = state.templates.decide(body.name, body.language, body.status as ReviewStatus, body.reason as string | undefined);
+  if (body.waba_id !== undefined && typeof body.waba_id !== 'string') return bad('waba_id must be a string');
+  const changed = state.templates.decide(body.name, body.language, body.status as ReviewStatus, body.reason as string | undefined, body.waba_id as string | undefined);
   return { status: 200, body: { name: body.name, language: body.language, status: body.status, reason: body.reason ?? null, templates: changed.map((t) => t.id) } };
 }
 
@@ -85,7 +86,9 @@ export function inbound(state: SandboxState, body: unknown): Reply {
     message.text = { body: body.text };
   } else {
     message.type = 'interactive';
-    message.interactive = { type: 'nfm_reply', nfm_reply: { name: 'flow', body: 'Sent', response_json: JSON.stringify(body.flow_response) } };
+    // A top-level flow_token is folded into the response, where WhatsApp puts it.
+    const response = typeof body.flow_token === 'string' ? { flow_token: body.flow_token, ...(body.flow_response as Obj) } : body.flow_response;
+    message.interactive = { type: 'nfm_reply', nfm_reply: { name: 'flow', body: 'Sent', response_json: JSON.stringify(response) } };
   }
   state.deliverer.post({
     object: 'whatsapp_business_account',

@@ -7,15 +7,16 @@ const config = loadConfig();
 const logger = createLogger(config.logLevel).child({ component: 'sandbox' });
 const sandbox = await createSandbox({
   port: config.sandboxPort,
-  host: process.env.SANDBOX_HOST || '127.0.0.1',
+  host: config.sandboxHost,
   reviewMs: config.sandboxReviewMs,
   appSecret: config.upstreamAppSecret,
-  callbackUrl: process.env.SANDBOX_CALLBACK_URL || `http://127.0.0.1:${config.port}/upstream/webhook`,
+  callbackUrl: config.sandboxCallbackUrl ?? `http://127.0.0.1:${config.port}/upstream/webhook`,
   logger,
 });
 logger.info({ baseUrl: sandbox.baseUrl, callbackUrl: sandbox.state.config.callback_url }, `sandbox listening; set UPSTREAM_BASE_URL=${sandbox.baseUrl}`);
 
 async function shutdown() {
+  setTimeout(() => process.exit(1), 5000).unref();
   await sandbox.close();
   process.exit(0);
 }

@@ -31,13 +31,15 @@ const ERROR_HREF = '/documentation/business-messaging/whatsapp/support/error-cod
 /**
  * Turns accepted sends into sent → delivered → read (or failed) status callbacks, batched like
  * Meta's: statuses collect for `flushMs` (or until `batchSize` are waiting) and go out together,
- * grouped per phone number. A message advances at most one stage per tick, so its statuses
- * leave in order.
+ * grouped per phone number. A message's next status is queued only once the POST carrying the
+ * previous one was taken (or given up on), so each message's statuses arrive in order; a slow
+ * receiver slows the progression instead of seeing delivered before sent.
  */
 export class StatusPipeline {
   private fresh: PendingStatus[] = [];
   private advanced: PendingStatus[] = [];
   private timer: NodeJS.Timeout | null = null;
+  private closed = false;
 
   constructor(private readonly deliverer: CallbackDeliverer, private readonly options: StatusPipelineOptions) {}
 
@@ -76,6 +78,7 @@ export class StatusPipeline {
     const timestamp = String(Math.floor(Date.now() / 1000));
     for (let start = 0; start < items.length; start += this.options.batchSize) {
       const byPhone = new Map<string, { wabaId: string; statuses: unknown[] }>();
+      const next: PendingStatus[] = [];
       for (const item of items.slice(start, start + this.options.batchSize)) {
         const { message } = item;
         let group = byPhone.get(message.phoneNumberId);
@@ -84,10 +87,10 @@ export class StatusPipeline {
           byPhone.set(message.phoneNumberId, group);
         }
         group.statuses.push(statusJson(item, timestamp));
-        const next = nextStage(item);
-        if (next) this.advanced.push({ message, stage: next });
+        const stage = nextStage(item);
+        if (stage) next.push({ message, stage });
       }
-      this.deliverer.post({
+      const delivered = this.deliverer.post({
         object: 'whatsapp_business_account',
         entry: [...byPhone].map(([phoneNumberId, group]) => ({
           id: group.wabaId,
@@ -101,11 +104,18 @@ export class StatusPipeline {
           }],
         })),
       });
+      if (next.length > 0) {
+        void delivered.then(() => {
+          if (this.closed) return;
+          for (const item of next) this.advanced.push(item);
+          this.arm();
+        });
+      }
     }
-    if (this.advanced.length > 0) this.arm();
   }
 
   close(): void {
+    this.closed = true;
     if (this.timer) clearTimeout(this.timer);
     this.timer = null;
     this.fresh = [];

@@ -33,20 +33,23 @@ const NAME = /^[a-z0-9_]{1,512}$/;
 const LANGUAGE = /^[A-Za-z]{2,3}([_-][A-Za-z0-9]{2,8})?$/;
 
 const keyOf = (name: string, language: string) => `${name}\u0000${language}`;
+/** Review decisions apply to every WABA unless scoped to one. */
+const ruleKey = (name: string, language: string, wabaId?: string) => `${keyOf(name, language)}\u0000${wabaId ?? '*'}`;
 type Obj = Record<string, unknown>;
 const isObject = (v: unknown): v is Obj => typeof v === 'object' && v !== null && !Array.isArray(v);
 
 /**
  * Templates per WABA, with review. Sends name a phone-number id, not a WABA: the sandbox learns
  * which WABA a phone number belongs to the first time a send finds its template in exactly one
- * WABA (or from `POST /__sandbox/phone_numbers`). Until then a send may use a template of any
- * WABA, since the sandbox accepts any ids.
+ * WABA not yet bound to another number (or from `POST /__sandbox/phone_numbers`). Until then a
+ * send may use a template of any WABA, since the sandbox accepts any ids.
  */
 export class TemplateStore {
   private readonly byId = new Map<string, SandboxTemplate>();
   private readonly byWaba = new Map<string, Map<string, SandboxTemplate>>();
   private readonly byKey = new Map<string, SandboxTemplate[]>();
   private readonly phoneToWaba = new Map<string, string>();
+  private readonly boundWabas = new Set<string>();
   /** Outcomes decided through the control API, applied when a matching template is reviewed. */
   private readonly reviewRules = new Map<string, { status: ReviewStatus; reason: string }>();
   private readonly reviewTimers = new Set<NodeJS.Timeout>();
@@ -90,7 +93,8 @@ export class TemplateStore {
     const timer = setTimeout(() => {
       this.reviewTimers.delete(timer);
       if (template.status !== 'PENDING') return;
-      const rule = this.reviewRules.get(keyOf(template.name, template.language));
+      const rule = this.reviewRules.get(ruleKey(template.name, template.language, template.wabaId))
+        ?? this.reviewRules.get(ruleKey(template.name, template.language));
       this.setStatus(template, rule?.status ?? 'APPROVED', rule?.reason ?? 'NONE');
     }, Math.max(0, reviewMs));
     timer.unref();
@@ -101,10 +105,10 @@ export class TemplateStore {
    * The reviewer's (or later the platform's) decision for a name and language: applied now to
    * existing templates, pending or not, and at review time to templates created later.
    */
-  decide(name: string, language: string, status: ReviewStatus, reason: string | undefined): SandboxTemplate[] {
+  decide(name: string, language: string, status: ReviewStatus, reason: string | undefined, wabaId?: string): SandboxTemplate[] {
     const finalReason = reason ?? (status === 'REJECTED' ? 'INVALID_FORMAT' : 'NONE');
-    this.reviewRules.set(keyOf(name, language), { status, reason: finalReason });
-    const changed = this.byKey.get(keyOf(name, language)) ?? [];
+    this.reviewRules.set(ruleKey(name, language, wabaId), { status, reason: finalReason });
+    const changed = (this.byKey.get(keyOf(name, language)) ?? []).filter((t) => wabaId === undefined || t.wabaId === wabaId);
     for (const template of changed) this.setStatus(template, status, finalReason);
     return changed;
   }
@@ -130,6 +134,7 @@ export class TemplateStore {
 
   bindPhoneNumber(phoneNumberId: string, wabaId: string): void {
     this.phoneToWaba.set(phoneNumberId, wabaId);
+    this.boundWabas.add(wabaId);
   }
 
   wabaOf(phoneNumberId: string): string | undefined {
@@ -143,9 +148,11 @@ export class TemplateStore {
     if (waba !== undefined) return this.byWaba.get(waba)?.get(key);
     const candidates = this.byKey.get(key);
     if (!candidates || candidates.length === 0) return undefined;
-    if (candidates.length === 1) {
-      this.phoneToWaba.set(phoneNumberId, candidates[0].wabaId);
-      return candidates[0];
+    // One WABA per tenant, one phone number per WABA: a WABA another number is bound to is not this one's.
+    const unclaimed = candidates.length === 1 ? candidates : candidates.filter((t) => !this.boundWabas.has(t.wabaId));
+    if (unclaimed.length === 1) {
+      this.bindPhoneNumber(phoneNumberId, unclaimed[0].wabaId);
+      return unclaimed[0];
     }
     // Ambiguous: the newest approved one, without learning a binding from a guess.
     for (let i = candidates.length - 1; i >= 0; i--) if (candidates[i].status === 'APPROVED') return candidates[i];

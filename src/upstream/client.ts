@@ -58,6 +58,9 @@ export function createUpstreamClient(options: UpstreamClientOptions): UpstreamCl
       if (timedOut) return { kind: 'timeout' };
       const code = (err as { code?: string }).code;
       if (code === 'UND_ERR_HEADERS_TIMEOUT' || code === 'UND_ERR_BODY_TIMEOUT') return { kind: 'timeout' };
+      // Refused connections never reached the upstream. A socket closed mid-request is treated
+      // the same: it is nearly always a keep-alive race on an idle connection, and a send that
+      // did get through is caught by biz_opaque_callback_data reconciliation.
       // Never the error object itself: undici errors can carry the request, and with it the token.
       return { kind: 'network', reason: code ?? (err as Error).name ?? 'network_error' };
     } finally {
@@ -230,7 +233,7 @@ function multipartBody(parts: Part[]): { contentType: string; bytes: Buffer } {
   const quote = (s: string) => s.replace(/["\r\n\\]/g, '_');
   for (const part of parts) {
     if ('value' in part) {
-      chunks.push(Buffer.from(`--${boundary}\r\nContent-Disposition: form-data; name="${part.name}"\r\n\r\n${part.value}\r\n`));
+      chunks.push(Buffer.from(`--${boundary}\r\nContent-Disposition: form-data; name="${part.name}"\r\n\r\n${quote(part.value)}\r\n`));
     } else {
       chunks.push(Buffer.from(`--${boundary}\r\nContent-Disposition: form-data; name="${part.name}"; filename="${quote(part.filename)}"\r\nContent-Type: ${quote(part.contentType)}\r\n\r\n`));
       chunks.push(part.bytes, Buffer.from('\r\n'));

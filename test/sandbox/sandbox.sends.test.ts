@@ -209,10 +209,11 @@ describe('sandbox: sends and status callbacks', () => {
     expect(statusesOf(silentId)).toEqual([]);
   });
 
-  it('retries a callback the receiver refused', async () => {
-    receiver.failNext(1, 503);
+  it('retries a callback the receiver refused, holding the message\'s later statuses until it is taken', async () => {
+    receiver.failNext(2, 503);
     const messageId = (await send(templateSend(uniquePhone(), template.name))).body.messages[0].id;
     await eventually(async () => statusesOf(messageId).length === 3);
+    expect(statusesOf(messageId).map((s) => s.status)).toEqual(['sent', 'delivered', 'read']);
   });
 
   it('reset forgets recipient rules, the sends log and config changes', async () => {

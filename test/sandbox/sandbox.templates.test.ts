@@ -121,6 +121,27 @@ describe('sandbox: templates, review and status callbacks', () => {
     await eventually(async () => (await http('GET', `${sandbox.baseUrl}/${waba}/message_templates?status=APPROVED`)).body.data.length === 3);
   });
 
+  it('learns which WABA a phone number sends for, even when tenants share template names', async () => {
+    const name = uniqueName('shared');
+    const [wabaA, wabaB, phoneA, phoneB] = [uniqueId(), uniqueId(), uniqueId(), uniqueId()];
+    const idA = (await create(name, {}, wabaA)).body.id;
+    const idB = (await create(name, {}, wabaB)).body.id;
+    await review(name, 'APPROVED');
+    const sendVia = (phone: string) => http('POST', `${sandbox.baseUrl}/${phone}/messages`, {
+      messaging_product: 'whatsapp', to: uniquePhone(), type: 'template',
+      template: { name, language: { code: 'en_US' }, components: [{ type: 'body', parameters: [{ type: 'text', text: 'Ada' }] }] },
+    });
+    await http('POST', `${sandbox.url}/__sandbox/phone_numbers`, { phone_number_id: phoneA, waba_id: wabaA });
+    expect((await sendVia(phoneB)).status).toBe(200); // wabaA is phoneA's, so phoneB must be wabaB's
+    expect(sandbox.state.templates.wabaOf(phoneB)).toBe(wabaB);
+    // A decision scoped to B's WABA pauses only B's copy.
+    const paused = await http('POST', `${sandbox.url}/__sandbox/templates/review`, { name, language: 'en_US', status: 'PAUSED', waba_id: wabaB });
+    expect(paused.body.templates).toEqual([idB]);
+    expect((await sendVia(phoneB)).body.error.code).toBe(132015);
+    expect((await sendVia(phoneA)).status).toBe(200);
+    expect(sandbox.state.templates.get(idA)!.status).toBe('APPROVED');
+  });
+
   it('answers Graph\'s error for an unknown object id', async () => {
     const res = await http('GET', `${sandbox.baseUrl}/999`);
     expect(res.status).toBe(400);
@@ -146,6 +167,14 @@ describe('sandbox: templates, review and status callbacks', () => {
     const flowMessage = all.find((m) => m.type === 'interactive');
     expect(flowMessage.interactive.type).toBe('nfm_reply');
     expect(JSON.parse(flowMessage.interactive.nfm_reply.response_json)).toEqual({ flow_token: 'FT-1', cpf: '123', consent: true });
+  });
+
+  it('folds a top-level flow_token into the Flow response, and refuses an inbound without text or flow_response', async () => {
+    const res = await http('POST', `${sandbox.url}/__sandbox/inbound`, { to_phone_number_id: phoneId, from: uniquePhone(), flow_token: 'FT-9', flow_response: { rating: 5 } });
+    const post = await eventually(async () => receiver.received.find((r) => r.raw.includes(res.body.message_id)));
+    const message = post.body.entry[0].changes[0].value.messages[0];
+    expect(JSON.parse(message.interactive.nfm_reply.response_json)).toEqual({ flow_token: 'FT-9', rating: 5 });
+    expect((await http('POST', `${sandbox.url}/__sandbox/inbound`, { to_phone_number_id: phoneId, from: uniquePhone() })).status).toBe(400);
   });
 
   it('accepts a multipart media upload and returns an id that GET resolves', async () => {
