@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { adminHeaders, call, createTenant, eventually, hasPostgres } from './helpers/app.ts';
+import { templatesRepository } from '../src/modules/templates/templates.repository.ts';
 import {
   BODY_TWO_VARS, createApprovedTemplate, createConnectedTenant, postCallback, sandboxControl, startUpstreamApp, uniqueTemplateName, type UpstreamTestApp,
 } from './helpers/upstream.ts';
@@ -144,6 +145,24 @@ describe.skipIf(!hasPostgres)('templates', () => {
       });
     } finally {
       await sandboxControl(t.sandbox!, 'PUT', '/__sandbox/config', { callbacks: true });
+    }
+  });
+
+  it('the poller paces itself: a template is not polled again within the interval', async () => {
+    await sandboxControl(t.sandbox!, 'PUT', '/__sandbox/config', { callbacks: false, review_ms: 60_000 });
+    try {
+      const tenant = await createConnectedTenant(t.app);
+      const template = (await call(t.app, tenant, 'POST', '/templates', draft())).json();
+      await call(t.app, tenant, 'POST', `/templates/${template.id}/submit`);
+      // Just submitted: not due under a one-minute interval.
+      const early = await templatesRepository.claimDueForPoll(t.deps.db, 60_000, 1000);
+      expect(early.map((r) => r.id)).not.toContain(template.id);
+      // Due under a zero interval, then stamped, so an immediate second claim with a real interval skips it.
+      await eventually(async () => (await templatesRepository.claimDueForPoll(t.deps.db, 0, 1000)).some((r) => r.id === template.id));
+      const again = await templatesRepository.claimDueForPoll(t.deps.db, 60_000, 1000);
+      expect(again.map((r) => r.id)).not.toContain(template.id);
+    } finally {
+      await sandboxControl(t.sandbox!, 'PUT', '/__sandbox/config', { callbacks: true, review_ms: 50 });
     }
   });
 
