@@ -47,15 +47,11 @@ export async function applyMessageStatuses(tx: Tx, tenantId: string, updates: St
   if (updates.length === 0) return { applied: [], unknown: [] };
   const wamids = [...new Set(updates.map((u) => u.upstreamMessageId))];
   const rowIds = [...new Set(updates.flatMap((u) => (u.callbackData && UUID.test(u.callbackData) ? [u.callbackData] : [])))];
-  const rows = await tx.selectFrom('messages')
-    .select(['id', 'upstream_message_id', 'status', 'status_rank', 'to_phone', 'contact_id', 'campaign_id', 'template_name'])
-    .where('tenant_id', '=', tenantId)
-    .where((eb) => eb.or([
-      eb('upstream_message_id', 'in', wamids),
-      ...(rowIds.length ? [eb('id', 'in', rowIds)] : []),
-    ]))
-    .orderBy('id').forUpdate()
-    .execute() as Row[];
+  const { rows } = await sql<Row>`
+    SELECT id, upstream_message_id, status, status_rank, to_phone, contact_id, campaign_id, template_name
+    FROM messages
+    WHERE tenant_id = ${tenantId} AND (upstream_message_id = ANY(${wamids}::text[]) OR id = ANY(${rowIds}::uuid[]))
+    ORDER BY id FOR UPDATE`.execute(tx);
   const byWamid = new Map(rows.filter((r) => r.upstream_message_id).map((r) => [r.upstream_message_id!, r]));
   const byId = new Map(rows.map((r) => [r.id, r]));
 
