@@ -90,6 +90,10 @@ describe.skipIf(!hasPostgres)('upstream callbacks: /upstream/webhook', () => {
     expect(row).toMatchObject({ status: 'delivered', upstream_message_id: m.wamid });
   });
 
+  it('a signed but malformed body is 400', async () => {
+    expect((await postCallback(t.app, '{"entry": [')).statusCode).toBe(400);
+  });
+
   it('acknowledges callbacks for unknown phone-number ids without processing them', async () => {
     const res = await postCallback(t.app, statusCallback('999000111', [status('wamid.unknown', 'sent', 1)]));
     expect(res.statusCode).toBe(200);

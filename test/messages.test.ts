@@ -204,6 +204,14 @@ describe.skipIf(!hasPostgres)('messages: upstream timeout and 5xx', () => {
       const res = await call(t.app, tenant, 'POST', '/messages/template', { to: uniquePhone(), template_name: template.template_name, components: bodyParams('a', 'b') });
       expect(res.statusCode).toBe(504);
       expect(res.json().error.code).toBe('UPSTREAM_TIMEOUT');
+      // The outcome is unknown, so the row is not failed: here the sandbox did accept the send, and
+      // its callbacks (matched by biz_opaque_callback_data, as the upstream id never came back)
+      // still move the message on and fill in the upstream id.
+      const row = await eventually(async () => {
+        const r = await t.deps.db.selectFrom('messages').selectAll().where('tenant_id', '=', tenant.id).executeTakeFirstOrThrow();
+        return r.status === 'read' ? r : null;
+      });
+      expect(row).toMatchObject({ error_title: expect.stringMatching(/timeout/i), upstream_message_id: expect.stringMatching(/^wamid\./) });
     } finally {
       await t.close();
     }
