@@ -21,7 +21,8 @@ export const callbackRoutes: FastifyPluginAsync<CallbackRoutesOptions> = async (
   app.removeAllContentTypeParsers();
   app.addContentTypeParser('*', { parseAs: 'buffer', bodyLimit: 4 * 1024 * 1024 }, (_req, body, done) => done(null, body));
 
-  app.get('/', async (req, reply) => {
+  // Not part of the public API description.
+  app.get('/', { schema: { hide: true } }, async (req, reply) => {
     const q = req.query as Record<string, string | undefined>;
     if (q['hub.mode'] === 'subscribe' && typeof q['hub.verify_token'] === 'string' && safeEqual(q['hub.verify_token'], verifyToken)) {
       return reply.code(200).type('text/plain').send(q['hub.challenge'] ?? '');
@@ -29,7 +30,7 @@ export const callbackRoutes: FastifyPluginAsync<CallbackRoutesOptions> = async (
     return sendError(reply, new AppError('FORBIDDEN', 'Verification token mismatch'));
   });
 
-  app.post('/', async (req, reply) => {
+  app.post('/', { schema: { hide: true } }, async (req, reply) => {
     const raw = Buffer.isBuffer(req.body) ? req.body : Buffer.alloc(0);
     const header = req.headers['x-hub-signature-256'];
     if (!verifyUpstreamSignature(appSecret, raw, Array.isArray(header) ? header[0] : header)) {
