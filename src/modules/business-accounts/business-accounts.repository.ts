@@ -44,20 +44,30 @@ export async function findTenantsByWabaId(db: Queryable, wabaId: string): Promis
   return rows.map((r) => r.tenant_id);
 }
 
+export interface SendPrerequisites {
+  account: ActiveAccount | undefined;
+  template: { id: string; template_name: string; components: unknown[] } | undefined;
+}
+
 /**
- * The send path's prerequisites in one round trip: the tenant's active account and, when it has
- * one, the approved template with this name and exact language.
+ * The send path's prerequisites, for many sends in one query (the send path's read batcher): each
+ * tenant's active account and, when it has one, the approved template with this name and exact
+ * language. Raw SQL: the query builder's per-call compile cost shows in profiles.
  */
-export async function findAccountAndApprovedTemplate(db: Queryable, tenantId: string, templateName: string, language: string) {
-  // Raw SQL on the hot send path: the query builder's per-call compile cost shows in profiles.
-  const { rows } = await sql<{ waba_id: string; phone_number_id: string; access_token_enc: string; template_id: string | null; template_name: string | null; components: unknown[] | null }>`
-    SELECT ba.waba_id, ba.phone_number_id, ba.access_token_enc, t.id AS template_id, t.template_name, t.components
-    FROM business_accounts ba
-    LEFT JOIN templates t ON t.tenant_id = ba.tenant_id AND t.template_name = ${templateName} AND t.language = ${language} AND t.status = 'approved'
-    WHERE ba.tenant_id = ${tenantId} AND ba.status = 'active'`.execute(db);
-  const row = rows[0];
-  if (!row) return { account: undefined, template: undefined };
-  const account: ActiveAccount = { tenantId, wabaId: row.waba_id, phoneNumberId: row.phone_number_id, accessTokenEnc: row.access_token_enc };
-  const template = row.template_id ? { id: row.template_id, template_name: row.template_name!, components: row.components ?? [] } : undefined;
-  return { account, template };
+export async function findAccountsAndApprovedTemplates(db: Queryable, keys: { tenantId: string; templateName: string; language: string }[]): Promise<SendPrerequisites[]> {
+  const values = sql.join(keys.map((k, i) => sql`(${i}::int, ${k.tenantId}::uuid, ${k.templateName}::text, ${k.language}::text)`));
+  const { rows } = await sql<{ k: number; tenant_id: string; waba_id: string; phone_number_id: string; access_token_enc: string; template_id: string | null; template_name: string | null; components: unknown[] | null }>`
+    SELECT v.k, ba.tenant_id, ba.waba_id, ba.phone_number_id, ba.access_token_enc, t.id AS template_id, t.template_name, t.components
+    FROM (VALUES ${values}) AS v(k, tenant_id, name, language)
+    JOIN business_accounts ba ON ba.tenant_id = v.tenant_id AND ba.status = 'active'
+    LEFT JOIN templates t ON t.tenant_id = ba.tenant_id AND t.template_name = v.name AND t.language = v.language AND t.status = 'approved'`.execute(db);
+  const byKey = new Map(rows.map((r) => [r.k, r]));
+  return keys.map((_, i) => {
+    const row = byKey.get(i);
+    if (!row) return { account: undefined, template: undefined };
+    return {
+      account: { tenantId: row.tenant_id, wabaId: row.waba_id, phoneNumberId: row.phone_number_id, accessTokenEnc: row.access_token_enc },
+      template: row.template_id ? { id: row.template_id, template_name: row.template_name!, components: row.components ?? [] } : undefined,
+    };
+  });
 }

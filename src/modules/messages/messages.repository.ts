@@ -64,6 +64,39 @@ export const messagesRepository = {
       .onConflict((oc) => oc.column('id').doNothing()).execute();
   },
 
+  /** insertAccepted for many messages in one statement (the send path's write batcher). */
+  async insertAcceptedMany(db: Queryable, items: { tenantId: string; values: NewMessage }[]): Promise<{ id: string; contact_id: string | null }[]> {
+    const rows = sql.join(items.map(({ tenantId, values }) => sql`(${values.id}::uuid, ${tenantId}::uuid,
+        (SELECT id FROM contacts WHERE tenant_id = ${tenantId} AND phone = ${values.to} AND deleted_at IS NULL),
+        ${values.templateId}::uuid, ${values.templateName}, ${values.language}, ${values.to}, ${JSON.stringify(values.components)}::jsonb,
+        'accepted', ${values.campaignId ?? null}::uuid, ${values.id})`));
+    const { rows: inserted } = await sql<{ id: string; contact_id: string | null }>`
+      INSERT INTO messages (id, tenant_id, contact_id, template_id, template_name, language, to_phone, components, status, campaign_id, callback_data)
+      VALUES ${rows}
+      RETURNING id, contact_id`.execute(db);
+    const byId = new Map(inserted.map((r) => [r.id, r]));
+    return items.map(({ values }) => byId.get(values.id)!);
+  },
+
+  /** recordAccepted for many messages: one SKIP LOCKED update, then the rare leftovers one by one. */
+  async recordAcceptedMany(db: Queryable, items: { tenantId: string; values: NewMessage; upstreamMessageId: string }[]): Promise<void[]> {
+    const rows = sql.join(items.map((i) => sql`(${i.values.id}::uuid, ${i.tenantId}::uuid, ${i.upstreamMessageId}::text)`));
+    const { rows: updated } = await sql<{ id: string }>`
+      WITH v(id, tenant_id, wamid) AS (VALUES ${rows}),
+      free AS (
+        SELECT m.id FROM messages m JOIN v ON m.id = v.id AND m.tenant_id = v.tenant_id
+        WHERE m.upstream_message_id IS NULL
+        FOR UPDATE OF m SKIP LOCKED)
+      UPDATE messages m SET upstream_message_id = v.wamid, updated_at = now()
+      FROM v WHERE m.id = v.id AND m.id IN (SELECT id FROM free)
+      RETURNING m.id`.execute(db);
+    const done = new Set(updated.map((r) => r.id));
+    for (const item of items) {
+      if (!done.has(item.values.id)) await messagesRepository.recordAccepted(db, item.tenantId, item.values, item.upstreamMessageId);
+    }
+    return items.map(() => undefined);
+  },
+
   /** The upstream refused the send synchronously: the row keeps the reason. No event (the caller got the error). */
   async recordSendFailure(db: Queryable, tenantId: string, id: string, failure: { final: boolean; code: number | null; title: string }): Promise<void> {
     await db.updateTable('messages')

@@ -3,17 +3,24 @@ import type { Logger } from 'pino';
 import type { Db } from '../../db/database.ts';
 import { AppError, validationError } from '../../http/errors.ts';
 import type { UpstreamClient } from '../../upstream/types.ts';
-import { findAccountAndApprovedTemplate, noActiveAccount, toUpstreamAccount } from '../business-accounts/business-accounts.repository.ts';
+import { findAccountsAndApprovedTemplates, noActiveAccount, toUpstreamAccount } from '../business-accounts/business-accounts.repository.ts';
 import { upstreamFailure } from '../business-accounts/upstream-failures.ts';
 import { addCommunication } from '../contacts/communications.repository.ts';
 import { toE164 } from '../contacts/phone.ts';
 import type { MediaService } from '../media/media.service.ts';
 import { placeholderPlan } from '../templates/templates.grammar.ts';
 import { buildSendComponents } from './messages.components.ts';
-import { messagesRepository as repo } from './messages.repository.ts';
+import { StatementBatcher } from '../../db/statement-batcher.ts';
+import { messagesRepository as repo, type NewMessage } from './messages.repository.ts';
 import type { SendResult, SendTemplateMessage } from './messages.schemas.ts';
 
 export class MessagesService {
+  // Concurrent sends share their prerequisite read and their two writes (before and after the
+  // upstream call): one statement per event-loop turn for each.
+  private lookups = new StatementBatcher((keys: { tenantId: string; templateName: string; language: string }[]) => findAccountsAndApprovedTemplates(this.db, keys));
+  private inserts = new StatementBatcher((items: { tenantId: string; values: NewMessage }[]) => repo.insertAcceptedMany(this.db, items));
+  private records = new StatementBatcher((items: { tenantId: string; values: NewMessage; upstreamMessageId: string }[]) => repo.recordAcceptedMany(this.db, items));
+
   constructor(private db: Db, private upstream: UpstreamClient, private media: MediaService, private secretsKey: Buffer, private logger?: Logger) {}
 
   /**
@@ -26,7 +33,7 @@ export class MessagesService {
     const to = toE164(input.to);
     if (!to) throw validationError('to must be a valid phone number in E.164 format (+<country code><number>)', ['body', 'to'], input.to);
     const language = input.language ?? 'en';
-    const { account, template } = await findAccountAndApprovedTemplate(this.db, tenantId, input.template_name, language);
+    const { account, template } = await this.lookups.submit({ tenantId, templateName: input.template_name, language });
     if (!account) throw noActiveAccount();
     if (!template) throw new AppError('NOT_FOUND', `Template "${input.template_name}" not found or not approved in language "${language}"`);
 
@@ -47,7 +54,7 @@ export class MessagesService {
 
     const id = randomUUID();
     const record = { id, templateId: template.id, templateName: template.template_name, language, to, components: input.components ?? [] };
-    const row = await repo.insertAccepted(this.db, tenantId, record);
+    const row = await this.inserts.submit({ tenantId, values: record });
     const outcome = await this.upstream.sendTemplate(upstreamAccount, { to, templateName: template.template_name, language, components, callbackData: id });
     if (outcome.kind !== 'accepted') {
       // A timeout leaves the outcome unknown: the row stays accepted so late callbacks still apply.
@@ -68,7 +75,7 @@ export class MessagesService {
         await addCommunication(tx, tenantId, { contactId, direction: 'outbound', messageId: wamid, summary: `Template ${template.template_name} (${language})` });
       });
     } else {
-      await repo.recordAccepted(this.db, tenantId, record, wamid);
+      await this.records.submit({ tenantId, values: record, upstreamMessageId: wamid });
     }
     return { message_id: wamid, status: 'accepted', to };
   }
