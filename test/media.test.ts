@@ -111,5 +111,8 @@ describe.skipIf(!hasPostgres)('media', () => {
     const wrong = await call(t.app, tenant, 'POST', '/messages/template', { to, template_name: template.template_name, components: [
       { type: 'header', parameters: [{ type: 'image', image: { media_id: pdf.id } }] }, { type: 'body', parameters: [{ type: 'text', text: 'Ana' }] }] });
     expect(wrong.statusCode).toBe(400);
+    // ...and is refused before any upload to the upstream.
+    const pdfRow = await t.deps.db.selectFrom('media').selectAll().where('id', '=', pdf.id).executeTakeFirstOrThrow();
+    expect(pdfRow.upstream_media_id).toBeNull();
   });
 });

@@ -114,9 +114,14 @@ export class MediaService {
    * upload is older than the configured lifetime or was made from another phone number (upstream
    * media ids belong to the number that uploaded them).
    */
-  async upstreamIdFor(tenantId: string, id: string, account: UpstreamAccount): Promise<{ type: MediaType; upstreamId: string; filename: string }> {
+  async upstreamIdFor(tenantId: string, id: string, account: UpstreamAccount, expectedType: MediaType): Promise<{ type: MediaType; upstreamId: string; filename: string }> {
     const row = await repo.findById(this.db, tenantId, id);
     if (!row) throw new AppError('NOT_FOUND', `Media ${id} not found`);
+    // Checked before any upload: an image header cannot take a document.
+    if (row.media_type !== expectedType) {
+      const a = (t: string) => (t === 'image' ? `an ${t}` : `a ${t}`);
+      throw validationError(`media ${id} is ${a(row.media_type)}, not ${a(expectedType)}`, ['body', 'components'], id);
+    }
     const fresh = row.upstream_media_id && row.upstream_phone_number_id === account.phoneNumberId
       && row.upstream_uploaded_at && row.upstream_uploaded_at.getTime() > Date.now() - this.upstreamTtlMs;
     if (fresh) return { type: row.media_type as MediaType, upstreamId: row.upstream_media_id!, filename: row.filename };

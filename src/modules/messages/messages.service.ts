@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
 import type { Db } from '../../db/database.ts';
+import { StatementBatcher } from '../../db/statement-batcher.ts';
 import { AppError, validationError } from '../../http/errors.ts';
 import type { UpstreamClient } from '../../upstream/types.ts';
 import { findAccountsAndApprovedTemplates, noActiveAccount, toUpstreamAccount } from '../business-accounts/business-accounts.repository.ts';
@@ -10,7 +11,6 @@ import { toE164 } from '../contacts/phone.ts';
 import type { MediaService } from '../media/media.service.ts';
 import { placeholderPlan } from '../templates/templates.grammar.ts';
 import { buildSendComponents } from './messages.components.ts';
-import { StatementBatcher } from '../../db/statement-batcher.ts';
 import { messagesRepository as repo, type NewMessage } from './messages.repository.ts';
 import type { SendResult, SendTemplateMessage } from './messages.schemas.ts';
 
@@ -46,8 +46,7 @@ export class MessagesService {
     const components = built.components.map((c) => ({ ...c, parameters: [...c.parameters] }));
     for (const ref of built.mediaRefs) {
       const param = components[ref.component].parameters[ref.parameter] as Record<string, Record<string, unknown>>;
-      const media = await this.media.upstreamIdFor(tenantId, ref.mediaId, upstreamAccount);
-      if (media.type !== ref.type) throw validationError(`media ${ref.mediaId} is ${media.type === 'image' ? 'an' : 'a'} ${media.type}, not ${ref.type === 'image' ? 'an' : 'a'} ${ref.type}`, ['body', 'components'], ref.mediaId);
+      const media = await this.media.upstreamIdFor(tenantId, ref.mediaId, upstreamAccount, ref.type);
       const { media_id: _ours, ...rest } = param[ref.type];
       components[ref.component].parameters[ref.parameter] = { type: ref.type, [ref.type]: { ...rest, id: media.upstreamId, ...(ref.type === 'document' && !rest.filename ? { filename: media.filename } : {}) } };
     }
