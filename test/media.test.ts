@@ -67,6 +67,9 @@ describe.skipIf(!hasPostgres)('media', () => {
       expect(res.statusCode, JSON.stringify(c.fields) + c.file?.name).toBe(400);
       expect(res.json().error.code).toBe('VALIDATION_ERROR');
     }
+    // Not multipart at all.
+    const json = await call(t.app, tenant, 'POST', '/media', { type: 'image' });
+    expect(json.statusCode).toBe(400);
     expect((await call(t.app, tenant, 'GET', '/media')).json().data).toEqual([]);
   });
 
