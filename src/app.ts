@@ -7,7 +7,11 @@ import { installErrorHandling, sendError } from './http/error-handler.ts';
 import { installPublicApiHooks } from './http/public-api.ts';
 import { requestIdFor } from './http/request-id.ts';
 import { adminRoutes } from './modules/admin/admin.routes.ts';
+import { callbackRoutes } from './modules/callbacks/callbacks.routes.ts';
 import { contactsRoutes } from './modules/contacts/contacts.routes.ts';
+import { mediaRoutes } from './modules/media/media.routes.ts';
+import { messagesRoutes } from './modules/messages/messages.routes.ts';
+import { templatesRoutes } from './modules/templates/templates.routes.ts';
 
 export const PUBLIC_PREFIX = '/api/v1/public';
 
@@ -65,7 +69,15 @@ export async function buildApp(deps: Deps): Promise<FastifyInstance> {
       rateLimitPerMinute: deps.config.rateLimitPerMinute,
     });
     await api.register(contactsRoutes, { contacts: deps.contacts });
+    await api.register(templatesRoutes, { templates: deps.templates });
+    await api.register(messagesRoutes, { messages: deps.messages });
+    await api.register(mediaRoutes, { media: deps.media });
   }, { prefix: PUBLIC_PREFIX });
+
+  // The upstream's callbacks: outside the public API, authenticated by X-Hub-Signature-256.
+  await app.register(callbackRoutes, {
+    prefix: '/upstream/webhook', callbacks: deps.callbacks, appSecret: deps.config.upstreamAppSecret, verifyToken: deps.config.upstreamVerifyToken,
+  });
 
   return base;
 }

@@ -1,3 +1,4 @@
+import { join } from 'node:path';
 import { Redis } from 'ioredis';
 import type { Logger } from 'pino';
 import type { Config } from './config.ts';
@@ -8,6 +9,12 @@ import { MemoryRateCounter, RedisRateCounter, type RateCounter } from './http/ra
 import { createLogger } from './logger.ts';
 import { AdminService } from './modules/admin/admin.service.ts';
 import { ContactsService } from './modules/contacts/contacts.service.ts';
+import { CallbacksService } from './modules/callbacks/callbacks.service.ts';
+import { MediaService } from './modules/media/media.service.ts';
+import { LocalDiskStorage } from './modules/media/media.storage.ts';
+import { MessagesService } from './modules/messages/messages.service.ts';
+import { TemplatesService } from './modules/templates/templates.service.ts';
+import { TemplateStatusSync } from './modules/templates/templates.status-sync.ts';
 import { createUpstreamClient } from './upstream/client.ts';
 import type { UpstreamClient } from './upstream/types.ts';
 
@@ -23,6 +30,11 @@ export interface Deps {
   admin: AdminService;
   contacts: ContactsService;
   upstream: UpstreamClient;
+  templates: TemplatesService;
+  templateSync: TemplateStatusSync;
+  media: MediaService;
+  messages: MessagesService;
+  callbacks: CallbacksService;
   close(): Promise<void>;
 }
 
@@ -82,6 +94,8 @@ export async function createDeps(config: Config, logger: Logger = createLogger(c
   const redis = config.redisUrl ? connectRedis(config.redisUrl, logger) : null;
   const upstream = createUpstreamClient({ baseUrl: upstreamBaseUrlFor(config, options), timeoutMs: config.upstreamTimeoutMs });
   if (redis) await firstConnection(redis, 500);
+  const templateSync = new TemplateStatusSync(db, upstream, config.secretsKey, { intervalMs: config.templatePollIntervalMs, batch: config.templatePollBatch }, logger);
+  const media = new MediaService(db, new LocalDiskStorage(join(config.dataDir, 'media')), upstream, config.mediaUpstreamTtlMs);
   return {
     config,
     logger,
@@ -94,6 +108,11 @@ export async function createDeps(config: Config, logger: Logger = createLogger(c
     admin: new AdminService(db, config.secretsKey),
     contacts: new ContactsService(db),
     upstream,
+    templates: new TemplatesService(db, upstream, config.secretsKey, logger),
+    templateSync,
+    media,
+    messages: new MessagesService(db, upstream, media, config.secretsKey, logger),
+    callbacks: new CallbacksService(db, templateSync, logger),
     async close() {
       redis?.disconnect();
       await upstream.close();
