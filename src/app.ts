@@ -5,6 +5,7 @@ import type { Deps } from './deps.ts';
 import { AppError } from './http/errors.ts';
 import { installErrorHandling, sendError } from './http/error-handler.ts';
 import { installPublicApiHooks } from './http/public-api.ts';
+import { installValidators } from './http/validation.ts';
 import { requestIdFor } from './http/request-id.ts';
 import { adminRoutes } from './modules/admin/admin.routes.ts';
 import { callbackRoutes } from './modules/callbacks/callbacks.routes.ts';
@@ -41,8 +42,10 @@ export async function buildApp(deps: Deps): Promise<FastifyInstance> {
     for (const method of [route.method].flat()) routes.push({ method, pattern });
   });
   installErrorHandling(base, () => routes);
+  installValidators(base);
   app.addHook('onSend', async (request, reply) => {
-    reply.header('x-request-id', request.id);
+    // An idempotent replay already carries the id of the request whose response it repeats.
+    if (!reply.hasHeader('x-request-id')) reply.header('x-request-id', request.id);
   });
 
   if (deps.config.openapiEnabled) {

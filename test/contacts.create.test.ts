@@ -39,6 +39,15 @@ describe.skipIf(!hasPostgres)('contacts: create (spec 2.4, 4.3)', () => {
     expect([row.last_name, row.company, row.job_title, row.status]).toEqual([null, null, null, null]);
   });
 
+  it('does not coerce JSON body types: a number for a string or a string for an array is 400', async () => {
+    const tenant = await createTenant(t.app);
+    for (const [field, value] of [['first_name', 123], ['tags', 'vip'], ['last_name', false], ['custom_fields', 'x']] as const) {
+      const error = expectError(await call(t.app, tenant, 'POST', '/contacts', { first_name: 'T', phone: uniquePhone(), [field]: value }), 400, 'VALIDATION_ERROR');
+      expect((error.details as { loc: unknown[] }[])[0].loc).toEqual(['body', field]);
+    }
+    expect(await events(tenant.id)).toEqual([]);
+  });
+
   it('normalises phones to E.164 in any common notation', async () => {
     const tenant = await createTenant(t.app);
     for (const [input, e164] of [['+44 20 7946 0958', '+442079460958'], ['+49 (30) 901820', '+4930901820'], [' +1-415-555-2671 ', '+14155552671']]) {

@@ -114,6 +114,9 @@ describe.skipIf(!hasPostgres)('Idempotency-Key (ARCHITECTURE section 4)', () => 
     expect(replay.statusCode).toBe(400);
     expect(replay.headers['idempotent-replayed']).toBe('true');
     expect(replay.body).toBe(invalid.body);
+    // The replayed envelope names the original request, and so does its X-Request-Id.
+    expect(replay.headers['x-request-id']).toBe(invalid.headers['x-request-id']);
+    expect(replay.json().meta.request_id).toBe(replay.headers['x-request-id']);
 
     const phone = uniquePhone();
     expect((await call(t.app, tenant, 'POST', '/contacts', { first_name: 'Taken', phone })).statusCode).toBe(201);

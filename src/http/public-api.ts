@@ -62,7 +62,7 @@ export function installPublicApiHooks(app: FastifyInstance, deps: PublicApiDeps)
     if (!key) return payload;
     request.idempotencyKey = undefined;
     if (shouldKeepResponse(reply.statusCode) && typeof payload === 'string') {
-      await deps.idempotency.complete(request.auth.tenantId, key, reply.statusCode, { 'content-type': String(reply.getHeader('content-type') ?? 'application/json') }, payload);
+      await deps.idempotency.complete(request.auth.tenantId, key, reply.statusCode, { 'content-type': String(reply.getHeader('content-type') ?? 'application/json'), 'x-request-id': request.id }, payload);
     } else {
       await deps.idempotency.release(request.auth.tenantId, key);
     }

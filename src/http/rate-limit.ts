@@ -96,13 +96,14 @@ export function withDeadline<T>(work: Promise<T>, ms: number): Promise<T | typeo
  * A dead Redis fails commands at once, but an unreachable one (network partition, stopped process)
  * keeps the connection open and every command would wait for its deadline. So after a failure
  * requests stop calling Redis altogether, and a background ping brings counting back when it answers:
- * only the requests that discovered the outage wait (at most `deadlineMs`).
+ * only the requests that discovered the outage wait (at most `deadlineMs` + `livenessMs`).
  */
 export class RedisRateCounter implements RateCounter {
   private redis: RedisWithHit;
   private suspended = false;
+  private liveness: Promise<unknown> | null = null;
 
-  constructor(redis: Redis, private deadlineMs = 50, private probeMs = 200) {
+  constructor(redis: Redis, private deadlineMs = 50, private probeMs = 200, private livenessMs = 100) {
     redis.defineCommand('rateHit', { numberOfKeys: 2, lua: HIT_SCRIPT });
     this.redis = redis as RedisWithHit;
   }
@@ -111,17 +112,27 @@ export class RedisRateCounter implements RateCounter {
     if (this.suspended) return null;
     const w = windowsAt(Date.now());
     try {
-      const counts = await withDeadline(
-        this.redis.rateHit(`rl:${tenantId}:m:${w.minute}`, `rl:${tenantId}:d:${w.day}`, MINUTE_MS * 2, DAY_MS + MINUTE_MS, minuteLimit),
-        this.deadlineMs,
-      );
-      if (counts === TIMED_OUT) throw new Error('rate counter deadline exceeded');
+      const command = this.redis.rateHit(`rl:${tenantId}:m:${w.minute}`, `rl:${tenantId}:d:${w.day}`, MINUTE_MS * 2, DAY_MS + MINUTE_MS, minuteLimit);
+      let counts = await withDeadline(command, this.deadlineMs);
+      if (counts === TIMED_OUT) {
+        // Slow is not down: on a busy process the reply may be queued behind other work, and the
+        // script has already counted this request. Replies come in order, so a ping answered means
+        // the count has arrived too; only a silent connection makes the request go uncounted.
+        if ((await this.connectionAlive()) === TIMED_OUT) throw new Error('rate counter not answering');
+        counts = await command;
+      }
       const [minute, day] = counts;
       return { minute, day };
     } catch {
       this.suspend();
-      return null; // Redis down or slow: allow the request, omit the headers.
+      return null; // Redis down or hung: allow the request, omit the headers.
     }
+  }
+
+  /** One shared liveness check for all requests that passed their deadline at the same time. */
+  private connectionAlive(): Promise<unknown> {
+    this.liveness ??= withDeadline(this.redis.ping(), this.livenessMs).finally(() => { this.liveness = null; });
+    return this.liveness;
   }
 
   private suspend() {
