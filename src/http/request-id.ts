@@ -1,4 +1,4 @@
-import { randomBytes } from 'node:crypto';
+import { randomUUID } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
 
 // A caller-supplied id is echoed only when it is short and printable, so it is safe in logs and headers.
@@ -7,5 +7,7 @@ const CALLER_ID = /^[\x21-\x7e]{1,128}$/;
 export function requestIdFor(req: IncomingMessage): string {
   const given = req.headers['x-request-id'];
   if (typeof given === 'string' && CALLER_ID.test(given)) return given;
-  return `req_${randomBytes(6).toString('hex')}`;
+  // randomUUID draws from a cached entropy pool; its first 12 hex digits are random.
+  const uuid = randomUUID();
+  return `req_${uuid.slice(0, 8)}${uuid.slice(9, 13)}`;
 }
