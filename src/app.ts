@@ -6,7 +6,9 @@ import { installErrorHandling } from './http/error-handler.ts';
 import { installPublicApiHooks } from './http/public-api.ts';
 import { requestIdFor } from './http/request-id.ts';
 import { adminRoutes } from './modules/admin/admin.routes.ts';
+import { contactActivityRoutes } from './modules/contacts/activity.routes.ts';
 import { contactsRoutes } from './modules/contacts/contacts.routes.ts';
+import { webhooksRoutes } from './modules/webhooks/webhooks.routes.ts';
 
 export const PUBLIC_PREFIX = '/api/v1/public';
 
@@ -57,6 +59,8 @@ export async function buildApp(deps: Deps): Promise<FastifyInstance> {
       rateLimitPerMinute: deps.config.rateLimitPerMinute,
     });
     await api.register(contactsRoutes, { contacts: deps.contacts });
+    await api.register(contactActivityRoutes, { activity: deps.contactActivity });
+    await api.register(webhooksRoutes, { webhooks: deps.webhooks });
   }, { prefix: PUBLIC_PREFIX });
 
   return base;

@@ -8,6 +8,9 @@ import { MemoryRateCounter, RedisRateCounter, type RateCounter } from './http/ra
 import { createLogger } from './logger.ts';
 import { AdminService } from './modules/admin/admin.service.ts';
 import { ContactsService } from './modules/contacts/contacts.service.ts';
+import { ContactActivityService } from './modules/contacts/activity.service.ts';
+import { WebhookSender } from './modules/webhooks/webhooks.sender.ts';
+import { WebhooksService } from './modules/webhooks/webhooks.service.ts';
 
 export interface Deps {
   config: Config;
@@ -20,6 +23,11 @@ export interface Deps {
   idempotency: IdempotencyStore;
   admin: AdminService;
   contacts: ContactsService;
+  /** Contact notes, follow-ups and communication history (contact sub-resources). */
+  contactActivity: ContactActivityService;
+  /** Signed webhook HTTP attempts (SSRF guard, extra CA, timeout); shared by the test route and the deliverer. */
+  webhookSender: WebhookSender;
+  webhooks: WebhooksService;
   close(): Promise<void>;
 }
 
@@ -49,6 +57,9 @@ export async function createDeps(config: Config, logger: Logger = createLogger(c
   const database = await openDatabase(config);
   const db = database.db;
   const redis = config.redisUrl ? connectRedis(config.redisUrl, logger) : null;
+  const webhookSender = new WebhookSender({
+    timeoutMs: config.webhookTimeoutMs, extraCaFile: config.webhookExtraCaFile, allowPrivateNetworks: config.webhookAllowPrivateNetworks,
+  });
   return {
     config,
     logger,
@@ -60,8 +71,12 @@ export async function createDeps(config: Config, logger: Logger = createLogger(c
     idempotency: new IdempotencyStore(db, config.idempotencyTtlMs, config.idempotencyLockMs),
     admin: new AdminService(db, config.secretsKey),
     contacts: new ContactsService(db),
+    contactActivity: new ContactActivityService(db),
+    webhookSender,
+    webhooks: new WebhooksService(db, { secretsKey: config.secretsKey, allowPrivateNetworks: config.webhookAllowPrivateNetworks }, webhookSender),
     async close() {
       redis?.disconnect();
+      await webhookSender.close();
       await database.close();
     },
   };

@@ -1,0 +1,155 @@
+import type { Logger } from 'pino';
+import { decryptSecret } from '../crypto/secrets.ts';
+import type { Db } from '../db/database.ts';
+import { claimDueDeliveries, recordAttemptResults, type AttemptResult, type ClaimedDelivery } from '../modules/webhooks/webhooks.queue.ts';
+import type { WebhookSender } from '../modules/webhooks/webhooks.sender.ts';
+import type { WorkerLoop } from './loop.ts';
+
+export interface DelivererOptions {
+  secretsKey: Buffer;
+  retryDelaysMs: number[];
+  leaseMs: number;
+  pollMs: number;
+  concurrency: number;
+  endpointConcurrency: number;
+  retryConcurrency: number;
+}
+
+/**
+ * Delivers webhook rows: claims due rows (leased, SKIP LOCKED), POSTs them concurrently with no
+ * transaction open, and records finished attempts in batches (one transaction per batch, deliveries
+ * and endpoint failure counts together). Batching the writes is what lets one worker keep up with a
+ * campaign's event rate: a transaction per attempt would cap it at the database's commit rate.
+ *
+ * Fairness: at most `endpointConcurrency` attempts per endpoint are in flight (a hung endpoint
+ * holds a few slots, never all of them); retries may use at most `retryConcurrency` slots, so the
+ * rest is always available to first attempts and a backlog of retries to dead endpoints cannot
+ * starve fresh traffic. A slot is released only after its result is recorded.
+ */
+export class WebhookDeliverer {
+  private inflight = 0;
+  private inflightRetries = 0;
+  private finished: AttemptResult[] = [];
+  private flushing: Promise<void> | null = null;
+  private slotWaiters = new Set<() => void>();
+  private attempts = new Set<Promise<void>>();
+  private secrets = new Map<string, string>();
+  private stopping = false;
+
+  constructor(private db: Db, private sender: WebhookSender, private options: DelivererOptions, private logger: Logger) {}
+
+  loop(): WorkerLoop {
+    return { name: 'webhook-deliverer', intervalMs: this.options.pollMs, runOnce: () => this.runOnce(), stop: () => this.drain() };
+  }
+
+  /** Claims and starts attempts; returns how many were started (0: idle, the loop waits pollMs). */
+  async runOnce(): Promise<number> {
+    if (this.stopping) return 0;
+    const { concurrency } = this.options;
+    // Claim in batches: wait until a quarter of the slots are free rather than claiming one by one.
+    if (this.inflight > 0 && concurrency - this.inflight < Math.max(1, Math.floor(concurrency / 4))) {
+      await this.waitForSlots(this.options.pollMs);
+      return 1;
+    }
+    const free = concurrency - this.inflight;
+    const base = { endpointCap: this.options.endpointConcurrency, leaseMs: this.options.leaseMs };
+    const fresh = await claimDueDeliveries(this.db, { ...base, kind: 'first', limit: free });
+    for (const row of fresh) this.start(row, false);
+    const retryRoom = Math.min(concurrency - this.inflight, this.options.retryConcurrency - this.inflightRetries);
+    const retries = retryRoom > 0 ? await claimDueDeliveries(this.db, { ...base, kind: 'retry', limit: retryRoom }) : [];
+    for (const row of retries) this.start(row, true);
+    return fresh.length + retries.length;
+  }
+
+  /** Lets in-flight attempts finish and records them (graceful shutdown). */
+  async drain(): Promise<void> {
+    this.stopping = true;
+    await Promise.all([...this.attempts]);
+    while (this.finished.length > 0 || this.flushing) await (this.flushing ?? this.flush());
+  }
+
+  private start(row: ClaimedDelivery, isRetry: boolean) {
+    this.inflight += 1;
+    if (isRetry) this.inflightRetries += 1;
+    const attempt = this.attemptOne(row).catch((err) => this.failed(row, 'internal', String(err))).then((result) => {
+      this.finished.push(result);
+      this.scheduleFlush();
+    });
+    this.attempts.add(attempt);
+    void attempt.finally(() => this.attempts.delete(attempt));
+  }
+
+  private async attemptOne(row: ClaimedDelivery): Promise<AttemptResult> {
+    let secret: string;
+    try {
+      secret = this.secretOf(row.signing_secret_enc);
+    } catch (err) {
+      return this.failed(row, 'internal', `signing secret unavailable: ${(err as Error).message}`);
+    }
+    const outcome = await this.sender.attempt({ url: row.url, endpointId: row.endpoint_id, eventType: row.event_type, payload: row.payload, secret });
+    if (outcome.ok) {
+      return { delivery: row, ok: true, statusCode: outcome.statusCode, responseTimeMs: outcome.responseTimeMs, responseBody: outcome.responseBody, errorClass: null, errorMessage: null, retryDelayMs: null };
+    }
+    return {
+      delivery: row, ok: false, statusCode: outcome.statusCode, responseTimeMs: outcome.responseTimeMs, responseBody: outcome.responseBody,
+      errorClass: outcome.errorClass, errorMessage: outcome.errorMessage, retryDelayMs: this.retryDelayAfter(row.attempt_number),
+    };
+  }
+
+  private failed(row: ClaimedDelivery, errorClass: string, errorMessage: string): AttemptResult {
+    return { delivery: row, ok: false, statusCode: null, responseTimeMs: 0, responseBody: null, errorClass, errorMessage, retryDelayMs: this.retryDelayAfter(row.attempt_number) };
+  }
+
+  /** Attempt n+1 just failed, with n attempts before it: delays[n] is the wait before attempt n+2; none left means abandoned. */
+  private retryDelayAfter(previousAttempts: number): number | null {
+    return this.options.retryDelaysMs[previousAttempts] ?? null;
+  }
+
+  private secretOf(sealed: string): string {
+    let secret = this.secrets.get(sealed);
+    if (secret === undefined) {
+      secret = decryptSecret(this.options.secretsKey, sealed);
+      if (this.secrets.size > 10_000) this.secrets.clear();
+      this.secrets.set(sealed, secret);
+    }
+    return secret;
+  }
+
+  private scheduleFlush() {
+    if (this.flushing) return;
+    this.flushing = new Promise<void>((resolve) => setImmediate(resolve)).then(() => this.flush());
+  }
+
+  private async flush(): Promise<void> {
+    try {
+      while (this.finished.length > 0) {
+        const batch = this.finished.splice(0, 1000);
+        try {
+          await recordAttemptResults(this.db, batch);
+        } catch (err) {
+          // Keep the results and the slots: the attempts happened; write them when the database is back.
+          // If it stays down past the lease, another worker re-attempts and our stale write is dropped.
+          this.logger.error({ err, count: batch.length }, 'recording webhook attempts failed; retrying');
+          this.finished.unshift(...batch);
+          await new Promise((r) => setTimeout(r, Math.min(1000, this.options.pollMs * 4)));
+          continue;
+        }
+        for (const result of batch) {
+          this.inflight -= 1;
+          if (result.delivery.attempt_number > 0) this.inflightRetries -= 1; // claimed as a retry
+        }
+        for (const wake of [...this.slotWaiters]) wake();
+      }
+    } finally {
+      this.flushing = null;
+    }
+  }
+
+  private waitForSlots(timeoutMs: number): Promise<void> {
+    return new Promise((resolve) => {
+      const done = () => { clearTimeout(timer); this.slotWaiters.delete(done); resolve(); };
+      const timer = setTimeout(done, timeoutMs);
+      this.slotWaiters.add(done);
+    });
+  }
+}
