@@ -25,6 +25,8 @@ export interface Config {
   webhookTimeoutMs: number;
   webhookExtraCaFile: string | undefined;
   webhookAllowPrivateNetworks: boolean;
+  /** Whether this worker process runs the webhook deliverer (default true). */
+  webhookDeliveryEnabled: boolean;
   /** A claimed delivery stays invisible to other workers this long; longer than the timeout so only a dead worker's claims expire. */
   webhookLeaseMs: number;
   /** Idle poll period of the deliverer (commit-to-delivery latency when idle is at most this). */
@@ -105,6 +107,7 @@ function webhookWorkerConfig(env: Env) {
   if (concurrency < 1) throw new ConfigError('WEBHOOK_CONCURRENCY must be at least 1');
   const retryConcurrency = int(env, 'WEBHOOK_RETRY_CONCURRENCY', Math.max(1, Math.floor(concurrency / 2)));
   return {
+    webhookDeliveryEnabled: bool(env, 'WEBHOOK_DELIVERY_ENABLED', true),
     webhookLeaseMs: leaseMs,
     webhookPollMs: int(env, 'WEBHOOK_POLL_MS', 100),
     webhookConcurrency: concurrency,

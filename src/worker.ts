@@ -6,7 +6,7 @@ import { startLoops, type RunningLoops, type WorkerLoop } from './workers/loop.t
 export function workerLoops(deps: Deps): WorkerLoop[] {
   return [
     { name: 'idempotency-sweeper', intervalMs: 60_000, runOnce: () => deps.idempotency.sweepExpired() },
-    createWebhookDeliverer(deps).loop(),
+    ...(deps.config.webhookDeliveryEnabled ? [createWebhookDeliverer(deps).loop()] : []),
   ];
 }
 
