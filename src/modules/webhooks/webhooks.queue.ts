@@ -143,11 +143,11 @@ export async function recordAttemptResults(db: Db, results: AttemptResult[]): Pr
         last_success_at = CASE WHEN n.had_success THEN now() ELSE e.last_success_at END,
         last_failure_at = CASE WHEN n.failures > 0 THEN now() ELSE e.last_failure_at END
       FROM (
-        SELECT v.*, CASE WHEN v.had_success THEN v.trailing ELSE w.consecutive_failures + v.failures END AS count
+        SELECT v.*, CASE WHEN v.had_success THEN v.trailing_failures ELSE w.consecutive_failures + v.failures END AS count
         FROM unnest(
           ${entries.map((e) => e.id)}::uuid[], ${entries.map((e) => e.tenantId)}::uuid[], ${entries.map((e) => e.hadSuccess)}::bool[],
           ${entries.map((e) => e.trailingFailures)}::int[], ${entries.map((e) => e.failures)}::int[]
-        ) AS v(id, tenant_id, had_success, trailing, failures)
+        ) AS v(id, tenant_id, had_success, trailing_failures, failures)
         JOIN webhook_endpoints w ON w.id = v.id AND w.tenant_id = v.tenant_id
       ) n
       WHERE e.id = n.id AND e.tenant_id = n.tenant_id
