@@ -84,6 +84,8 @@ describe.skipIf(!hasPostgres)('webhook endpoints: management', () => {
     const tenant = await createTenant(t.app);
     const { data: endpoint } = (await call(t.app, tenant, 'POST', '/webhooks', { url: PUBLIC_URL, events: ['contact.created'] })).json();
 
+    const cleared = await call(t.app, tenant, 'PUT', `/webhooks/${endpoint.id}`, { description: null });
+    expect(cleared.json().description).toBeNull();
     const desc = await call(t.app, tenant, 'PUT', `/webhooks/${endpoint.id}`, { description: 'new' });
     expect(desc.statusCode).toBe(200);
     expect(desc.json()).toMatchObject({ description: 'new', url: PUBLIC_URL, events: ['contact.created'], is_active: true });
