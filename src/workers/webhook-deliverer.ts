@@ -5,6 +5,10 @@ import { claimDueDeliveries, recordAttemptResults, type AttemptResult, type Clai
 import type { WebhookSender } from '../modules/webhooks/webhooks.sender.ts';
 import type { WorkerLoop } from './loop.ts';
 
+// One flush at a time: a second one would only wait on the first's endpoint row locks, and records
+// in completion order keep "consecutive failures" meaningful.
+const MAX_PARALLEL_FLUSHES = 1;
+
 export interface DelivererOptions {
   secretsKey: Buffer;
   retryDelaysMs: number[];
@@ -29,12 +33,18 @@ export interface DelivererOptions {
 export class WebhookDeliverer {
   private inflight = 0;
   private inflightRetries = 0;
+  /** Attempts in flight per endpoint (the per-endpoint cap). */
+  private busy = new Map<string, number>();
+  private lastRetryClaim = 0;
   private finished: AttemptResult[] = [];
-  private flushing: Promise<void> | null = null;
+  /** Flushes in progress (at most MAX_PARALLEL_FLUSHES). */
+  private flushes = new Set<Promise<void>>();
   private slotWaiters = new Set<() => void>();
   private attempts = new Set<Promise<void>>();
   private secrets = new Map<string, string>();
   private stopping = false;
+  /** Counters for benchmarks and metrics: claim and record round trips and the time they took. */
+  readonly stats = { claims: 0, claimed: 0, claimMs: 0, flushes: 0, flushed: 0, flushMs: 0, slotWaits: 0 };
 
   constructor(private db: Db, private sender: WebhookSender, private options: DelivererOptions, private logger: Logger) {}
 
@@ -48,16 +58,28 @@ export class WebhookDeliverer {
     const { concurrency } = this.options;
     // Claim in batches: wait until a quarter of the slots are free rather than claiming one by one.
     if (this.inflight > 0 && concurrency - this.inflight < Math.max(1, Math.floor(concurrency / 4))) {
+      this.stats.slotWaits++;
       await this.waitForSlots(this.options.pollMs);
       return 1;
     }
     const free = concurrency - this.inflight;
-    const base = { endpointCap: this.options.endpointConcurrency, leaseMs: this.options.leaseMs };
+    const base = { endpointCap: this.options.endpointConcurrency, leaseMs: this.options.leaseMs, busy: this.busy };
+    const started = performance.now();
     const fresh = await claimDueDeliveries(this.db, { ...base, kind: 'first', limit: free });
     for (const row of fresh) this.start(row, false);
+    // Retries are looked for when fresh work left slots free, and at least every 100 ms under a
+    // flood of fresh work, so they are delayed at most that long but never cost a query per batch.
     const retryRoom = Math.min(concurrency - this.inflight, this.options.retryConcurrency - this.inflightRetries);
-    const retries = retryRoom > 0 ? await claimDueDeliveries(this.db, { ...base, kind: 'retry', limit: retryRoom }) : [];
+    const now = Date.now();
+    let retries: ClaimedDelivery[] = [];
+    if (retryRoom > 0 && (fresh.length < free || now - this.lastRetryClaim >= 100)) {
+      this.lastRetryClaim = now;
+      retries = await claimDueDeliveries(this.db, { ...base, kind: 'retry', limit: retryRoom });
+    }
     for (const row of retries) this.start(row, true);
+    this.stats.claims++;
+    this.stats.claimed += fresh.length + retries.length;
+    this.stats.claimMs += performance.now() - started;
     return fresh.length + retries.length;
   }
 
@@ -65,12 +87,16 @@ export class WebhookDeliverer {
   async drain(): Promise<void> {
     this.stopping = true;
     await Promise.all([...this.attempts]);
-    while (this.finished.length > 0 || this.flushing) await (this.flushing ?? this.flush());
+    while (this.finished.length > 0 || this.flushes.size > 0) {
+      if (this.flushes.size === 0) this.scheduleFlush();
+      await Promise.race(this.flushes);
+    }
   }
 
   private start(row: ClaimedDelivery, isRetry: boolean) {
     this.inflight += 1;
     if (isRetry) this.inflightRetries += 1;
+    this.busy.set(row.endpoint_id, (this.busy.get(row.endpoint_id) ?? 0) + 1);
     const attempt = this.attemptOne(row).catch((err) => this.failed(row, 'internal', String(err))).then((result) => {
       this.finished.push(result);
       this.scheduleFlush();
@@ -116,8 +142,11 @@ export class WebhookDeliverer {
   }
 
   private scheduleFlush() {
-    if (this.flushing) return;
-    this.flushing = new Promise<void>((resolve) => setImmediate(resolve)).then(() => this.flush());
+    if (this.flushes.size >= MAX_PARALLEL_FLUSHES) return;
+    const flush: Promise<void> = new Promise<void>((resolve) => setImmediate(resolve))
+      .then(() => this.flush())
+      .finally(() => this.flushes.delete(flush));
+    this.flushes.add(flush);
   }
 
   private async flush(): Promise<void> {
@@ -125,7 +154,11 @@ export class WebhookDeliverer {
       while (this.finished.length > 0) {
         const batch = this.finished.splice(0, 1000);
         try {
+          const started = performance.now();
           await recordAttemptResults(this.db, batch);
+          this.stats.flushes++;
+          this.stats.flushed += batch.length;
+          this.stats.flushMs += performance.now() - started;
         } catch (err) {
           // Keep the results and the slots: the attempts happened; write them when the database is back.
           // If it stays down past the lease, another worker re-attempts and our stale write is dropped.
@@ -137,11 +170,14 @@ export class WebhookDeliverer {
         for (const result of batch) {
           this.inflight -= 1;
           if (result.delivery.attempt_number > 0) this.inflightRetries -= 1; // claimed as a retry
+          const left = (this.busy.get(result.delivery.endpoint_id) ?? 1) - 1;
+          if (left > 0) this.busy.set(result.delivery.endpoint_id, left);
+          else this.busy.delete(result.delivery.endpoint_id);
         }
         for (const wake of [...this.slotWaiters]) wake();
       }
-    } finally {
-      this.flushing = null;
+    } catch (err) {
+      this.logger.error({ err }, 'webhook attempt flush failed');
     }
   }
 

@@ -24,48 +24,57 @@ export interface ClaimOptions {
   /** First attempts (attempt_number 0) or retries: claimed separately so retries can be capped. */
   kind: 'first' | 'retry';
   limit: number;
-  /** In-flight attempts allowed per endpoint, counting every worker's live leases. */
+  /** In-flight attempts allowed per endpoint (per worker process). */
   endpointCap: number;
+  /** This worker's attempts in flight per endpoint id; they reduce that endpoint's room. */
+  busy?: Map<string, number>;
   leaseMs: number;
 }
 
 /**
  * Claims due deliveries of active endpoints. For each endpoint with due work (random order, so no
- * endpoint is systematically served last), locks at most `cap - leased` of its oldest due rows with
+ * endpoint is systematically served last), locks at most `cap - busy` of its oldest due rows with
  * SKIP LOCKED and leases them. A row whose lease expired (its worker died) is due again, with its
  * attempt count unchanged: the lost attempt is not counted. Rows held back by the cap stay due and
- * spend nothing. Two workers can briefly exceed the cap together (each counts the other's committed
- * leases only); the cap is a bound on harm, not an exact semaphore.
+ * spend nothing. The cap is per worker process (n workers allow n x cap to one endpoint): counting
+ * other workers' leases would need an index on lease_until, which turns every claim from a HOT
+ * update into one that rewrites all six indexes (measured: claims ~2x slower).
  */
 export async function claimDueDeliveries(db: Queryable, o: ClaimOptions): Promise<ClaimedDelivery[]> {
   if (o.limit <= 0) return [];
   const kind = o.kind === 'first' ? sql`d.attempt_number = 0` : sql`d.attempt_number > 0`;
   const due = sql`d.status IN ('pending', 'retrying') AND d.next_attempt_at <= now() AND (d.lease_until IS NULL OR d.lease_until <= now()) AND ${kind}`;
+  const busyIds = [...(o.busy?.keys() ?? [])];
+  const busyCounts = busyIds.map((id) => o.busy!.get(id)!);
   const result = await sql<ClaimedDelivery>`
     WITH candidates AS (
-      SELECT e.id AS endpoint_id, e.url, e.signing_secret_enc,
-             ${o.endpointCap}::int - (SELECT count(*) FROM webhook_deliveries f
-                                      WHERE f.endpoint_id = e.id AND f.lease_until > now())::int AS room
+      SELECT e.id AS endpoint_id, e.url, e.signing_secret_enc, ${o.endpointCap}::int - coalesce(b.n, 0) AS room
       FROM webhook_endpoints e
+      LEFT JOIN unnest(${busyIds}::uuid[], ${busyCounts}::int[]) AS b(id, n) ON b.id = e.id
       WHERE e.is_active AND e.deleted_at IS NULL
         AND EXISTS (SELECT 1 FROM webhook_deliveries d WHERE d.endpoint_id = e.id AND ${due})
     ),
     picked AS (
-      SELECT d.id, c.url, c.signing_secret_enc
+      SELECT d.id, d.ctid, c.url, c.signing_secret_enc
       FROM (SELECT * FROM candidates WHERE room > 0 ORDER BY random()) c
       CROSS JOIN LATERAL (
-        SELECT d.id FROM webhook_deliveries d
+        SELECT d.id, d.ctid FROM webhook_deliveries d
         WHERE d.endpoint_id = c.endpoint_id AND ${due}
         ORDER BY d.next_attempt_at
         LIMIT c.room
         FOR UPDATE SKIP LOCKED
       ) d
       LIMIT ${o.limit}
+    ),
+    -- The rows are locked by this statement, so their ctids are stable: leasing by ctid is a TID
+    -- scan whatever the statistics say. Joining on id was planned as a full index scan when the
+    -- table's statistics were stale (measured 78-190 ms per claim of 64 instead of ~1 ms).
+    leased AS (
+      UPDATE webhook_deliveries w SET lease_until = now() + ${o.leaseMs}::int * interval '1 millisecond'
+      WHERE w.ctid = ANY (ARRAY(SELECT ctid FROM picked))
+      RETURNING w.id, w.tenant_id, w.endpoint_id, w.event_type, w.payload, w.attempt_number
     )
-    UPDATE webhook_deliveries w SET lease_until = now() + ${o.leaseMs}::int * interval '1 millisecond'
-    FROM picked p
-    WHERE w.id = p.id
-    RETURNING w.id, w.tenant_id, w.endpoint_id, w.event_type, w.payload, w.attempt_number, p.url, p.signing_secret_enc
+    SELECT l.*, p.url, p.signing_secret_enc FROM leased l JOIN picked p ON p.id = l.id
   `.execute(db);
   return result.rows;
 }
@@ -91,6 +100,10 @@ export interface AttemptResult {
 export async function recordAttemptResults(db: Db, results: AttemptResult[]): Promise<void> {
   if (results.length === 0) return;
   await db.transaction().execute(async (tx) => {
+    // Losing this commit in a database crash loses no delivery: the rows are still leased and are
+    // attempted again after the lease (at-least-once; receivers deduplicate on the event id). Not
+    // waiting for the WAL flush is what lets a worker record thousands of attempts per second.
+    await sql`SET LOCAL synchronous_commit = off`.execute(tx);
     const updated = await sql<{ id: string }>`
       UPDATE webhook_deliveries d SET
         status = CASE WHEN v.ok THEN 'success' WHEN v.delay_ms IS NULL THEN 'abandoned' ELSE 'retrying' END,
@@ -112,7 +125,9 @@ export async function recordAttemptResults(db: Db, results: AttemptResult[]): Pr
         ${results.map((r) => r.errorMessage)}::text[], ${results.map((r) => r.retryDelayMs)}::bigint[],
         ${results.map((r) => r.delivery.url)}::text[]
       ) AS v(id, tenant_id, prev_attempt, ok, code, ms, body, eclass, emsg, delay_ms, url)
-      WHERE d.id = v.id AND d.tenant_id = v.tenant_id AND d.attempt_number = v.prev_attempt AND d.status IN ('pending', 'retrying')
+      -- The redundant = ANY gives the planner a primary-key condition, so it never scans the table.
+      WHERE d.id = ANY (${results.map((r) => r.delivery.id)}::uuid[])
+        AND d.id = v.id AND d.tenant_id = v.tenant_id AND d.attempt_number = v.prev_attempt AND d.status IN ('pending', 'retrying')
       RETURNING d.id
     `.execute(tx);
     const recorded = new Set(updated.rows.map((r) => r.id));
