@@ -363,6 +363,33 @@ describe.skipIf(!hasPostgres)('webhook delivery (real HTTPS receiver, real worke
     await call(t.app, slowTenant, 'DELETE', `/webhooks/${slow.data.id}`);
   });
 
+  it('retries to dead endpoints cannot starve first attempts (slots reserved for fresh traffic)', async () => {
+    // 4 dead endpoints x per-endpoint cap 2 could fill all 8 slots with retries; the retry cap (4) keeps 4 for first attempts.
+    const deadTenant = await createTenant(t.app);
+    const dead: string[] = [];
+    for (let i = 0; i < 4; i++) {
+      const path = freshPath('dead-retries');
+      receiver.behave(path, 'hang');
+      dead.push((await endpointFor(deadTenant, path)).data.id);
+    }
+    const bulk = await call(t.app, deadTenant, 'POST', '/contacts/bulk', { contacts: Array.from({ length: 3 }, () => ({ first_name: 'Dead', phone: uniquePhone() })) });
+    expect(bulk.json().created).toBe(3);
+    // Wait until every dead delivery has failed once: from now on they are all retries.
+    await eventually(async () => {
+      const rows = await t.deps.db.selectFrom('webhook_deliveries').select('attempt_number').where('endpoint_id', 'in', dead).execute();
+      return rows.length === 12 && rows.every((r) => r.attempt_number >= 1);
+    }, 15_000);
+
+    const freshTenant = await createTenant(t.app);
+    const freshPathName = freshPath('fresh');
+    await endpointFor(freshTenant, freshPathName);
+    const started = Date.now();
+    await createContact(freshTenant);
+    await eventually(async () => receiver.at(freshPathName).length === 1, 5_000, 10);
+    expect(Date.now() - started).toBeLessThan(550);
+    for (const id of dead) await call(t.app, deadTenant, 'DELETE', `/webhooks/${id}`);
+  });
+
   it('deleting an endpoint keeps its history and queues nothing more', async () => {
     const tenant = await createTenant(t.app);
     const path = freshPath('deleted');
