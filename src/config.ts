@@ -20,6 +20,10 @@ export interface Config {
   upstreamTimeoutMs: number;
   sandboxPort: number;
   sandboxReviewMs: number;
+  /** Interface the built-in sandbox binds (loopback unless SANDBOX_HOST says otherwise). */
+  sandboxHost: string;
+  /** Where a standalone sandbox (`npm run sandbox`) posts callbacks; the in-process one uses this service's port. */
+  sandboxCallbackUrl: string | undefined;
   rateLimitPerMinute: number;
   webhookRetryDelaysMs: number[];
   webhookTimeoutMs: number;
@@ -147,6 +151,8 @@ export function loadConfig(env: Env = process.env): Config {
     upstreamTimeoutMs: int(env, 'UPSTREAM_TIMEOUT_MS', 10_000),
     sandboxPort: int(env, 'SANDBOX_PORT', port === 0 ? 0 : port + 1),
     sandboxReviewMs: int(env, 'SANDBOX_REVIEW_MS', 1500),
+    sandboxHost: env.SANDBOX_HOST || '127.0.0.1',
+    sandboxCallbackUrl: env.SANDBOX_CALLBACK_URL || undefined,
     rateLimitPerMinute: int(env, 'RATE_LIMIT_PER_MINUTE', 120),
     webhookRetryDelaysMs: intList(env, 'WEBHOOK_RETRY_DELAYS_MS', [60_000, 300_000, 1_800_000, 7_200_000, 21_600_000]),
     webhookTimeoutMs: int(env, 'WEBHOOK_TIMEOUT_MS', 10_000),

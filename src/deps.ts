@@ -11,6 +11,8 @@ import { ContactsService } from './modules/contacts/contacts.service.ts';
 import { ContactActivityService } from './modules/contacts/activity.service.ts';
 import { WebhookSender } from './modules/webhooks/webhooks.sender.ts';
 import { WebhooksService } from './modules/webhooks/webhooks.service.ts';
+import { createUpstreamClient } from './upstream/client.ts';
+import type { UpstreamClient } from './upstream/types.ts';
 
 export interface Deps {
   config: Config;
@@ -28,7 +30,18 @@ export interface Deps {
   /** Signed webhook HTTP attempts (SSRF guard, extra CA, timeout); shared by the test route and the deliverer. */
   webhookSender: WebhookSender;
   webhooks: WebhooksService;
+  upstream: UpstreamClient;
   close(): Promise<void>;
+}
+
+export interface DepsOptions {
+  /** Graph base URL to use when UPSTREAM_BASE_URL is unset (the in-process sandbox's). */
+  upstreamBaseUrl?: string;
+}
+
+/** Where the upstream is: configured, given by the caller (in-process sandbox), or the sandbox's default port. */
+export function upstreamBaseUrlFor(config: Config, options: DepsOptions = {}): string {
+  return config.upstreamBaseUrl ?? options.upstreamBaseUrl ?? `http://127.0.0.1:${config.sandboxPort}/v21.0`;
 }
 
 /**
@@ -41,6 +54,8 @@ export function connectRedis(url: string, logger: Logger): Redis {
     commandTimeout: 50,
     maxRetriesPerRequest: 0,
     connectTimeout: 200,
+    // Concurrent requests' counter scripts share one write to the socket.
+    enableAutoPipelining: true,
     retryStrategy: (times) => Math.min(times * 100, 1000),
   });
   let lastLogged = 0;
@@ -53,10 +68,11 @@ export function connectRedis(url: string, logger: Logger): Redis {
   return redis;
 }
 
-export async function createDeps(config: Config, logger: Logger = createLogger(config.logLevel)): Promise<Deps> {
+export async function createDeps(config: Config, logger: Logger = createLogger(config.logLevel), options: DepsOptions = {}): Promise<Deps> {
   const database = await openDatabase(config);
   const db = database.db;
   const redis = config.redisUrl ? connectRedis(config.redisUrl, logger) : null;
+  const upstream = createUpstreamClient({ baseUrl: upstreamBaseUrlFor(config, options), timeoutMs: config.upstreamTimeoutMs });
   const webhookSender = new WebhookSender({
     timeoutMs: config.webhookTimeoutMs, extraCaFile: config.webhookExtraCaFile, allowPrivateNetworks: config.webhookAllowPrivateNetworks,
   });
@@ -71,12 +87,14 @@ export async function createDeps(config: Config, logger: Logger = createLogger(c
     idempotency: new IdempotencyStore(db, config.idempotencyTtlMs, config.idempotencyLockMs),
     admin: new AdminService(db, config.secretsKey),
     contacts: new ContactsService(db),
+    upstream,
     contactActivity: new ContactActivityService(db),
     webhookSender,
     webhooks: new WebhooksService(db, { secretsKey: config.secretsKey, allowPrivateNetworks: config.webhookAllowPrivateNetworks }, webhookSender),
     async close() {
       redis?.disconnect();
       await webhookSender.close();
+      await upstream.close();
       await database.close();
     },
   };

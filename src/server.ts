@@ -2,6 +2,8 @@ import { buildApp } from './app.ts';
 import { ConfigError, loadConfig, type Config } from './config.ts';
 import { migrate } from './db/migrate.ts';
 import { createDeps } from './deps.ts';
+import { createLogger } from './logger.ts';
+import { createSandbox, type Sandbox } from './sandbox/sandbox.ts';
 import { demoBanner, seedDemoTenant } from './seed.ts';
 import { startWorkers } from './worker.ts';
 
@@ -16,7 +18,18 @@ try {
   throw err;
 }
 
-const deps = await createDeps(config);
+const logger = createLogger(config.logLevel);
+// No real upstream configured: the built-in sandbox stands in, in this process. A worker-only
+// process leaves it to the API process (or `npm run sandbox`) and uses SANDBOX_PORT.
+const sandbox: Sandbox | null = config.upstreamBaseUrl || config.role === 'worker' ? null : await createSandbox({
+  port: config.sandboxPort,
+  host: config.sandboxHost,
+  reviewMs: config.sandboxReviewMs,
+  appSecret: config.upstreamAppSecret,
+  callbackUrl: config.port ? `http://127.0.0.1:${config.port}/upstream/webhook` : null,
+  logger: logger.child({ component: 'sandbox' }),
+});
+const deps = await createDeps(config, logger, { upstreamBaseUrl: sandbox?.baseUrl });
 const log = deps.logger;
 await migrate(deps.database, (msg) => log.info(msg));
 
@@ -26,6 +39,12 @@ const app = config.role === 'worker' ? null : await buildApp(deps);
 if (app) {
   await app.listen({ port: config.port, host: config.host });
   log.info({ role: config.role, database: deps.database.kind, redis: config.redisUrl ? 'redis' : 'memory' }, `listening on ${config.host}:${config.port}`);
+}
+if (sandbox) {
+  const address = app?.server.address();
+  const port = address && typeof address === 'object' ? address.port : config.port;
+  sandbox.state.config.callback_url = `http://127.0.0.1:${port}/upstream/webhook`;
+  log.info({ baseUrl: sandbox.baseUrl }, 'upstream sandbox running in process (UPSTREAM_BASE_URL is unset)');
 }
 const workers = config.role === 'api' ? null : startWorkers(deps);
 
@@ -46,6 +65,7 @@ async function shutdown(signal: string) {
   force.unref();
   await app?.close(); // stops accepting, waits for in-flight requests
   await workers?.stop();
+  await sandbox?.close();
   await deps.close();
   process.exit(0);
 }

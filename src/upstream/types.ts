@@ -48,6 +48,8 @@ export interface SendTemplateRequest {
   components: SendComponent[];
   /** Echoed by the upstream in every status callback of this message (max 512 characters). */
   callbackData?: string;
+  /** Earlier attempts of this same message (0 or absent for the first); scales the suggested retry delay. */
+  attempt?: number;
 }
 
 export interface SendTemplateResult {

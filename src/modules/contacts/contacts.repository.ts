@@ -115,10 +115,16 @@ export const contactsRepository = {
     if (filter.search) query = query.where('search_text', 'like', `%${escapeLike(filter.search.toLowerCase())}%`);
     if (filter.status !== undefined) query = query.where('status', '=', filter.status);
     if (filter.tag !== undefined) query = query.where(sql<boolean>`tags @> ARRAY[${filter.tag}]::text[]`);
-    const [rows, count] = await Promise.all([
-      query.selectAll().orderBy('created_at', 'desc').orderBy('id', 'desc').limit(limit).offset(offset).execute(),
-      query.select((eb) => eb.fn.countAll<number>().as('n')).executeTakeFirstOrThrow(),
-    ]);
-    return { rows, total: Number(count.n) };
+    const page = query.orderBy('created_at', 'desc').orderBy('id', 'desc').limit(limit).offset(offset);
+    const countAll = async () => Number((await query.select((eb) => eb.fn.countAll<number>().as('n')).executeTakeFirstOrThrow()).n);
+
+    if (!filter.search) {
+      const [rows, total] = await Promise.all([page.selectAll().execute(), countAll()]);
+      return { rows, total };
+    }
+    // A trigram search costs one index scan; the window count keeps it to one scan instead of two.
+    const rows = await page.selectAll().select(sql<number>`count(*) OVER ()`.as('total_matches')).execute();
+    const total = rows.length > 0 ? Number(rows[0].total_matches) : offset > 0 ? await countAll() : 0;
+    return { rows: rows.map(({ total_matches: _, ...row }) => row), total };
   },
 };

@@ -1,0 +1,19 @@
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+// npm run bench -- <api|messages|webhooks>[ ...]: each writes bench/results/<name>.json.
+const names = process.argv.slice(2).filter((a) => !a.startsWith('-'));
+const all = ['api', 'messages', 'webhooks'];
+const selected = names.length === 0 || names.includes('all') ? all : names;
+const resultsDir = join(dirname(fileURLToPath(import.meta.url)), 'results');
+mkdirSync(resultsDir, { recursive: true });
+
+for (const name of selected) {
+  if (!all.includes(name)) throw new Error(`unknown benchmark "${name}"; choose from ${all.join(', ')}`);
+  const { run } = (await import(`./${name}.ts`)) as { run: () => Promise<Record<string, unknown>> };
+  const result = { benchmark: name, at: new Date().toISOString(), ...(await run()) };
+  writeFileSync(join(resultsDir, `${name}.json`), JSON.stringify(result, null, 2) + '\n');
+  console.log(`wrote bench/results/${name}.json`);
+}
+process.exit(0);

@@ -1,0 +1,69 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { createServer } from 'node:net';
+import autocannon from 'autocannon';
+
+export function requireRealServers() {
+  if (!process.env.DATABASE_URL || !process.env.REDIS_URL) {
+    throw new Error('benchmarks run against real servers: set DATABASE_URL and REDIS_URL');
+  }
+}
+
+export async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.listen(0, '127.0.0.1', () => {
+      const { port } = server.address() as { port: number };
+      server.close(() => resolve(port));
+    });
+    server.on('error', reject);
+  });
+}
+
+/** Starts a TypeScript entry in its own process (so the load generator does not share its CPU time slice). */
+export async function startProcess(entry: string, env: Record<string, string>, readyUrl: string): Promise<ChildProcess> {
+  const child = spawn(process.execPath, ['--import', 'tsx', entry], { env: { ...process.env, ...env }, stdio: ['ignore', 'inherit', 'inherit'] });
+  const deadline = Date.now() + 120_000;
+  for (;;) {
+    if (child.exitCode !== null) throw new Error(`${entry} exited with ${child.exitCode}`);
+    try {
+      const res = await fetch(readyUrl);
+      if (res.ok) return child;
+    } catch { /* not up yet */ }
+    if (Date.now() > deadline) throw new Error(`${entry} did not become ready`);
+    await new Promise((r) => setTimeout(r, 200));
+  }
+}
+
+export async function stopProcess(child: ChildProcess) {
+  if (child.exitCode !== null) return;
+  const exited = new Promise((r) => child.once('exit', r));
+  child.kill('SIGTERM');
+  await exited;
+}
+
+export interface LoadResult {
+  requests_per_s: number;
+  p50_ms: number;
+  p99_ms: number;
+  non_2xx: number;
+  errors: number;
+}
+
+/** Runs autocannon; `paths` rotate per request so caches see realistic variety. */
+export async function load(url: string, options: { paths: string[]; headers?: Record<string, string>; seconds: number; connections: number }): Promise<LoadResult> {
+  let i = 0;
+  const result = await autocannon({
+    url,
+    connections: options.connections,
+    duration: options.seconds,
+    headers: options.headers,
+    requests: [{ setupRequest: (req) => ({ ...req, path: options.paths[i++ % options.paths.length] }) }],
+  });
+  return {
+    requests_per_s: Math.round(result.requests.average),
+    p50_ms: result.latency.p50,
+    p99_ms: result.latency.p99,
+    non_2xx: result.non2xx,
+    errors: result.errors,
+  };
+}

@@ -1,0 +1,155 @@
+import { createHmac } from 'node:crypto';
+import type { Logger } from 'pino';
+import { Agent, request } from 'undici';
+
+/**
+ * Meta's callback bodies escape non-ASCII as \uXXXX (lower-case hex) and `/` as `\/`; doing the
+ * same makes a receiver that re-serialises parsed JSON before checking the signature fail here
+ * rather than in production.
+ */
+export function metaJson(payload: unknown): string {
+  return JSON.stringify(payload)
+    .replace(/[\u007f-\uffff]/g, (c) => '\\u' + c.charCodeAt(0).toString(16).padStart(4, '0'))
+    .replace(/\//g, '\\/');
+}
+
+export function signatureHeader(appSecret: string, body: string | Buffer): string {
+  return 'sha256=' + createHmac('sha256', appSecret).update(body).digest('hex');
+}
+
+export interface CallbackDelivererOptions {
+  appSecret: string;
+  callbackUrl: () => string | null;
+  logger: Logger;
+  retryDelaysMs?: number[];
+  maxInFlight?: number;
+  /** Bodies waiting for a free slot beyond this are dropped (a dead receiver must not exhaust memory). */
+  maxQueued?: number;
+  timeoutMs?: number;
+}
+
+interface PendingPost {
+  body: string;
+  signature: string;
+  attempt: number;
+  /** Called once the body was delivered or given up on. */
+  settled: () => void;
+}
+
+/** Signs and POSTs callback bodies with keep-alive, bounded concurrency and a few retries. */
+export class CallbackDeliverer {
+  private readonly agent = new Agent({ connections: 32, keepAliveTimeout: 30_000 });
+  private readonly queue: PendingPost[] = [];
+  private readonly retryTimers = new Set<NodeJS.Timeout>();
+  private inFlight = 0;
+  private closed = false;
+  private readonly retryDelaysMs: number[];
+  private readonly maxInFlight: number;
+  private readonly maxQueued: number;
+  private readonly timeoutMs: number;
+  delivered = 0;
+  dropped = 0;
+  private lastWarnAt = 0;
+  private droppedSinceWarn = 0;
+
+  constructor(private readonly options: CallbackDelivererOptions) {
+    this.retryDelaysMs = options.retryDelaysMs ?? [200, 1000, 5000];
+    this.maxInFlight = options.maxInFlight ?? 16;
+    this.maxQueued = options.maxQueued ?? 5000;
+    this.timeoutMs = options.timeoutMs ?? 10_000;
+  }
+
+  /** Queues a callback; the promise settles once it was delivered or given up on (never rejects). */
+  post(payload: unknown): Promise<void> {
+    if (this.closed) return Promise.resolve();
+    const body = metaJson(payload);
+    return new Promise((settled) => {
+      this.enqueue({ body, signature: signatureHeader(this.options.appSecret, body), attempt: 0, settled });
+    });
+  }
+
+  private enqueue(post: PendingPost): void {
+    if (this.queue.length >= this.maxQueued) {
+      this.drop('callback queue full');
+      post.settled();
+      return;
+    }
+    this.queue.push(post);
+    this.pump();
+  }
+
+  private pump(): void {
+    while (!this.closed && this.inFlight < this.maxInFlight && this.queue.length > 0) {
+      const post = this.queue.shift()!;
+      this.inFlight++;
+      void this.send(post).finally(() => {
+        this.inFlight--;
+        this.pump();
+      });
+    }
+  }
+
+  private async send(post: PendingPost): Promise<void> {
+    const url = this.options.callbackUrl();
+    if (!url) {
+      post.settled();
+      return;
+    }
+    let failure: string;
+    try {
+      const response = await request(url, {
+        method: 'POST',
+        dispatcher: this.agent,
+        headers: { 'content-type': 'application/json', 'x-hub-signature-256': post.signature },
+        body: post.body,
+        headersTimeout: this.timeoutMs,
+        bodyTimeout: this.timeoutMs,
+      });
+      await response.body.dump();
+      if (response.statusCode >= 200 && response.statusCode < 300) {
+        this.delivered++;
+        post.settled();
+        return;
+      }
+      failure = `HTTP ${response.statusCode}`;
+    } catch (err) {
+      failure = (err as { code?: string }).code ?? (err as Error).message;
+    }
+    const delay = this.retryDelaysMs[post.attempt];
+    if (delay === undefined || this.closed) {
+      this.drop(failure);
+      post.settled();
+      return;
+    }
+    const timer = setTimeout(() => {
+      this.retryTimers.delete(timer);
+      this.enqueue({ ...post, attempt: post.attempt + 1 });
+    }, delay);
+    timer.unref();
+    this.retryTimers.add(timer);
+  }
+
+  /** A dead receiver fails thousands of callbacks a second: one warning per 10 s, with a count. */
+  private drop(lastFailure: string): void {
+    this.dropped++;
+    this.droppedSinceWarn++;
+    const now = Date.now();
+    if (now - this.lastWarnAt < 10_000) return;
+    this.options.logger.warn({ dropped: this.droppedSinceWarn, lastFailure, callbackUrl: this.options.callbackUrl() }, 'sandbox callbacks not delivered after retries; dropped');
+    this.lastWarnAt = now;
+    this.droppedSinceWarn = 0;
+  }
+
+  /** True when nothing is queued, in flight or waiting for a retry. */
+  idle(): boolean {
+    return this.queue.length === 0 && this.inFlight === 0 && this.retryTimers.size === 0;
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    for (const timer of this.retryTimers) clearTimeout(timer);
+    this.retryTimers.clear();
+    for (const post of this.queue.splice(0)) post.settled();
+    await this.agent.destroy().catch(() => {});
+  }
+}

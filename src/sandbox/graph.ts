@@ -1,0 +1,203 @@
+import { createHash, randomBytes } from 'node:crypto';
+import { lookupErrorCode } from '../upstream/error-codes.ts';
+import { graphError, type GraphErrorReply } from './graph-errors.ts';
+import { parseMultipart } from './multipart.ts';
+import { digitsOf } from './sends-log.ts';
+import type { Reply, SandboxState } from './state.ts';
+import { checkSendComponents } from './template-params.ts';
+import { templateJson } from './templates.ts';
+
+type Obj = Record<string, unknown>;
+const isObject = (v: unknown): v is Obj => typeof v === 'object' && v !== null && !Array.isArray(v);
+
+const MAX_CALLBACK_DATA = 512;
+const RATE_LIMIT_SUBCODE = 2494055;
+const DEFAULT_RECIPIENT_ERROR = 131026;
+const MAX_MEDIA_RECORDS = 10_000;
+
+/** Message ids: a per-instance random prefix and a counter, so the hot path allocates little. */
+const wamidPrefix = 'wamid.HBgL' + randomBytes(9).toString('base64url');
+let wamidCounter = 0;
+export const newWamid = () => wamidPrefix + (wamidCounter++).toString(36).padStart(8, '0');
+
+let mediaCounter = 0;
+const mediaBase = 200_000_000_000_000 + Math.floor(Math.random() * 1_000_000) * 1_000_000;
+
+const fromError = (e: GraphErrorReply): Reply => e;
+
+function parseJson(raw: Buffer): unknown {
+  try { return JSON.parse(raw.toString('utf8')); } catch { return undefined; }
+}
+
+export class GraphHandlers {
+  private readonly mpsWindows = new Map<string, { second: number; count: number }>();
+
+  constructor(private readonly state: SandboxState) {}
+
+  resetRateWindows(): void {
+    this.mpsWindows.clear();
+  }
+
+  /** Counts this send against the phone number's per-second budget; true when over it. */
+  private overThroughput(phoneNumberId: string): boolean {
+    const limit = this.state.config.mps_limit;
+    if (!limit) return false;
+    const second = Math.floor(Date.now() / 1000);
+    let window = this.mpsWindows.get(phoneNumberId);
+    if (!window || window.second !== second) {
+      window = { second, count: 0 };
+      this.mpsWindows.set(phoneNumberId, window);
+    }
+    window.count++;
+    return window.count > limit;
+  }
+
+  send(phoneNumberId: string, raw: Buffer): Reply {
+    const { state } = this;
+    const body = parseJson(raw);
+    if (!isObject(body)) return fromError(graphError(100, { details: 'The request body must be a JSON object.' }));
+    if (body.messaging_product !== 'whatsapp') {
+      return fromError(graphError(100, { title: 'The parameter messaging_product is required.', details: 'messaging_product must be "whatsapp".' }));
+    }
+    if (this.overThroughput(phoneNumberId)) {
+      return fromError(graphError(130429, { subcode: RATE_LIMIT_SUBCODE, details: 'Cloud API message throughput has been reached.' }));
+    }
+    const to = body.to;
+    if (typeof to !== 'string' || to.length === 0) return fromError(graphError(131008, { details: 'The parameter to is required.' }));
+    const recipientId = digitsOf(to);
+    if (!/^\+?[\d\s().-]+$/.test(to) || recipientId.length < 7 || recipientId.length > 15) {
+      return fromError(graphError(131009, { details: `Invalid phone number: ${to}` }));
+    }
+    const callbackData = body.biz_opaque_callback_data;
+    if (callbackData !== undefined && (typeof callbackData !== 'string' || callbackData.length > MAX_CALLBACK_DATA)) {
+      return fromError(graphError(100, { details: `biz_opaque_callback_data must be a string of at most ${MAX_CALLBACK_DATA} characters.` }));
+    }
+
+    const type = body.type ?? 'text';
+    let templateName: string | null = null;
+    let language: string | null = null;
+    let components: unknown = null;
+    let category: string | null = null;
+    if (type === 'template') {
+      const template = body.template;
+      if (!isObject(template) || typeof template.name !== 'string' || template.name === '') {
+        return fromError(graphError(131008, { details: 'The parameter template.name is required.' }));
+      }
+      const code = isObject(template.language) ? template.language.code : undefined;
+      if (typeof code !== 'string' || code === '') return fromError(graphError(131008, { details: 'The parameter template.language.code is required.' }));
+      const found = state.templates.resolveForSend(phoneNumberId, template.name, code);
+      if (!found || (found.status !== 'APPROVED' && found.status !== 'PAUSED' && found.status !== 'DISABLED')) {
+        return fromError(graphError(132001, { details: `template name (${template.name}) does not exist in ${code}` }));
+      }
+      if (found.status === 'PAUSED') return fromError(graphError(132015, { details: `Template ${template.name} is paused.` }));
+      if (found.status === 'DISABLED') return fromError(graphError(132016, { details: `Template ${template.name} is disabled.` }));
+      const problem = checkSendComponents(found.expected, template.components);
+      if (problem) return fromError(graphError(problem.code, { details: problem.details }));
+      templateName = found.name;
+      language = found.language;
+      components = template.components ?? [];
+      category = found.category;
+    } else if (type === 'text') {
+      if (!isObject(body.text) || typeof body.text.body !== 'string' || body.text.body === '') {
+        return fromError(graphError(131008, { details: 'The parameter text.body is required.' }));
+      }
+    } else if (typeof type !== 'string' || !isObject(body[type])) {
+      return fromError(graphError(131008, { details: `The parameter ${String(type)} is required.` }));
+    }
+
+    const rule = state.recipients.get(recipientId);
+    if (rule?.outcome === 'reject') {
+      return fromError(graphError(rule.errorCode, { details: `Sandbox recipient ${to} is configured to reject sends.` }));
+    }
+
+    const messageId = newWamid();
+    state.sends.add({
+      message_id: messageId, to, template: templateName, language, components,
+      biz_opaque_callback_data: (callbackData as string | undefined) ?? null, at: new Date().toISOString(),
+    });
+    if (state.config.callbacks && state.config.callback_url) {
+      const errorCode = rule?.errorCode ?? DEFAULT_RECIPIENT_ERROR;
+      state.statuses.accepted({
+        id: messageId, phoneNumberId, wabaId: state.templates.wabaOf(phoneNumberId) ?? phoneNumberId, recipientId,
+        callbackData: (callbackData as string | undefined) ?? null, category,
+        outcome: rule?.outcome ?? 'ok', errorCode, errorTitle: lookupErrorCode(errorCode)?.title ?? 'Message failed',
+      });
+    }
+    return {
+      status: 200,
+      body: { messaging_product: 'whatsapp', contacts: [{ input: to, wa_id: recipientId }], messages: [{ id: messageId }] },
+    };
+  }
+
+  createTemplate(wabaId: string, raw: Buffer): Reply {
+    const result = this.state.templates.create(wabaId, parseJson(raw), this.state.config.review_ms);
+    if (!result.ok) {
+      return fromError(graphError(result.code, { subcode: result.subcode, details: result.details, userTitle: result.userTitle, userMessage: result.userMessage }));
+    }
+    const { template } = result;
+    return { status: 200, body: { id: template.id, status: template.status, category: template.category } };
+  }
+
+  listTemplates(wabaId: string, query: URLSearchParams, selfUrl: string): Reply {
+    const filters = ['name', 'status', 'language', 'category'] as const;
+    const all = this.state.templates.list(wabaId).filter((t) => filters.every((f) => {
+      const wanted = query.get(f);
+      return !wanted || templateJson(t)[f] === (f === 'status' || f === 'category' ? wanted.toUpperCase() : wanted);
+    }));
+    const limit = Math.min(Math.max(Number(query.get('limit')) || 25, 1), 1000);
+    const after = query.get('after');
+    const start = after ? Number(Buffer.from(after, 'base64url').toString()) || 0 : 0;
+    const page = all.slice(start, start + limit);
+    const body: Obj = { data: page.map(templateJson) };
+    if (page.length > 0) {
+      const cursors = {
+        before: Buffer.from(String(start)).toString('base64url'),
+        after: Buffer.from(String(start + page.length)).toString('base64url'),
+      };
+      const paging: Obj = { cursors };
+      if (start + page.length < all.length) {
+        const next = new URL(selfUrl);
+        next.searchParams.set('after', cursors.after);
+        paging.next = next.toString();
+      }
+      body.paging = paging;
+    }
+    return { status: 200, body };
+  }
+
+  /** GET /{id}: a template, or an uploaded media object. */
+  getObject(id: string): Reply {
+    const template = this.state.templates.get(id);
+    if (template) return { status: 200, body: templateJson(template) };
+    const media = this.state.media.get(id);
+    if (media) {
+      return {
+        status: 200,
+        body: { messaging_product: 'whatsapp', url: `https://lookaside.sandbox.invalid/media/${media.id}`, mime_type: media.mimeType, sha256: media.sha256, file_size: String(media.size), id: media.id },
+      };
+    }
+    return fromError(graphError(100, {
+      subcode: 33,
+      title: `Unsupported get request. Object with ID '${id}' does not exist, cannot be loaded due to missing permissions, or does not support this operation`,
+    }));
+  }
+
+  uploadMedia(phoneNumberId: string, contentType: string | undefined, raw: Buffer): Reply {
+    const parts = parseMultipart(contentType, raw);
+    if (!parts) return fromError(graphError(100, { details: 'Expected a multipart/form-data body.' }));
+    const product = parts.find((p) => p.name === 'messaging_product');
+    if (!product || product.data.toString() !== 'whatsapp') return fromError(graphError(100, { title: 'The parameter messaging_product is required.' }));
+    const file = parts.find((p) => p.name === 'file' && p.filename !== null);
+    if (!file) return fromError(graphError(100, { title: 'The parameter file is required.' }));
+    if (file.data.length === 0) return fromError(graphError(131053, { details: 'The uploaded file is empty.' }));
+    const declared = parts.find((p) => p.name === 'type')?.data.toString() ?? file.contentType ?? 'application/octet-stream';
+    const id = String(mediaBase + mediaCounter++);
+    const { media } = this.state;
+    if (media.size >= MAX_MEDIA_RECORDS) media.delete(media.keys().next().value as string);
+    media.set(id, {
+      id, phoneNumberId, mimeType: declared, filename: file.filename, size: file.data.length,
+      sha256: createHash('sha256').update(file.data).digest('hex'),
+    });
+    return { status: 200, body: { id } };
+  }
+}

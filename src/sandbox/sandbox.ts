@@ -1,0 +1,234 @@
+/**
+ * The built-in WhatsApp Cloud API stand-in (ARCHITECTURE §6): a plain node:http server, because
+ * the send path must stay far faster than the service it measures (~10k sends/s measured on the
+ * 2-core dev machine with client and sandbox in one process, ~4.8k/s with status callbacks flowing).
+ *
+ * Behaviour worth knowing when writing tests against it:
+ * - Any WABA id, phone-number id and non-empty bearer token is accepted.
+ * - Templates live per WABA. A phone number is bound to a WABA through
+ *   `POST /__sandbox/phone_numbers {phone_number_id, waba_id}`, or learned on its first send whose
+ *   template exists in exactly one WABA (see TemplateStore). Callbacks carry that WABA as entry id.
+ * - `POST /__sandbox/templates/review` is the reviewer's decision: applied at once to existing
+ *   templates of that name and language (pending or not, with a callback) and at review time to
+ *   ones created later; an optional `waba_id` in the body limits it to that WABA.
+ * - `callbacks: false` silences status and template callbacks; `/__sandbox/inbound` still posts.
+ * - `POST /__sandbox/reset` forgets recipient rules, review rules, the sends log and throughput
+ *   windows, and restores the configuration defaults except `callback_url`; templates stay.
+ */
+import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import pino, { type Logger } from 'pino';
+import { CallbackDeliverer } from './callbacks.ts';
+import { bindPhoneNumber, inbound, reviewTemplate, setRecipientRule, updateConfig } from './control.ts';
+import { graphError, missingTokenError } from './graph-errors.ts';
+import { GraphHandlers } from './graph.ts';
+import { SendsLog } from './sends-log.ts';
+import { displayPhoneNumber, type Reply, type SandboxConfig, type SandboxState } from './state.ts';
+import { StatusPipeline } from './statuses.ts';
+import { TemplateStore, templateJson, type TemplateStatusChange } from './templates.ts';
+
+export interface SandboxOptions {
+  port: number;
+  host?: string;
+  reviewMs?: number;
+  appSecret: string;
+  callbackUrl?: string | null;
+  logger?: Logger;
+  latencyMs?: number;
+  mpsLimit?: number | null;
+  callbacks?: boolean;
+  /** How long status callbacks collect before they are posted together. */
+  statusFlushMs?: number;
+  statusBatchSize?: number;
+  /** Delays before re-posting a callback the receiver did not take. */
+  callbackRetryDelaysMs?: number[];
+  sendsLogCapacity?: number;
+  graphVersion?: string;
+}
+
+export interface Sandbox {
+  /** Listener root, where `/__sandbox/...` lives. */
+  url: string;
+  /** Graph API base with the version, what UPSTREAM_BASE_URL would be. */
+  baseUrl: string;
+  state: SandboxState;
+  close(): Promise<void>;
+}
+
+const VERSION = /^v\d+(\.\d+)?$/;
+const CONTROL_ROUTES_WITH_BODY: Record<string, (state: SandboxState, body: unknown) => Reply> = {
+  'PUT /__sandbox/config': updateConfig,
+  'POST /__sandbox/recipients': setRecipientRule,
+  'POST /__sandbox/templates/review': reviewTemplate,
+  'POST /__sandbox/inbound': inbound,
+  'POST /__sandbox/phone_numbers': bindPhoneNumber,
+};
+const JSON_LIMIT = 1024 * 1024;
+const MEDIA_LIMIT = 110 * 1024 * 1024;
+
+export async function createSandbox(options: SandboxOptions): Promise<Sandbox> {
+  const logger = options.logger ?? pino({ level: 'silent' });
+  const defaults: SandboxConfig = Object.freeze({
+    review_ms: options.reviewMs ?? 1500,
+    latency_ms: options.latencyMs ?? 0,
+    mps_limit: options.mpsLimit ?? null,
+    callbacks: options.callbacks ?? true,
+    callback_url: options.callbackUrl ?? null,
+  });
+  const deliverer = new CallbackDeliverer({
+    appSecret: options.appSecret, callbackUrl: () => state.config.callback_url, logger, retryDelaysMs: options.callbackRetryDelaysMs,
+  });
+  const state: SandboxState = {
+    config: { ...defaults },
+    defaults,
+    templates: new TemplateStore((change) => templateStatusCallback(state, change)),
+    sends: new SendsLog(options.sendsLogCapacity),
+    recipients: new Map(),
+    media: new Map(),
+    deliverer,
+    statuses: new StatusPipeline(deliverer, { flushMs: options.statusFlushMs ?? 20, batchSize: options.statusBatchSize ?? 100, displayPhoneNumber }),
+    logger,
+  };
+  const graph = new GraphHandlers(state);
+
+  function reset(): Reply {
+    state.recipients.clear();
+    state.sends.clear();
+    state.templates.forgetRules();
+    graph.resetRateWindows();
+    // The callback URL is wiring, not behaviour: a test that pointed it at its app keeps it.
+    state.config = { ...defaults, callback_url: state.config.callback_url };
+    return { status: 200, body: { ok: true } };
+  }
+
+  async function control(req: IncomingMessage, path: string, query: URLSearchParams): Promise<Reply> {
+    const route = `${req.method} ${path}`;
+    if (route === 'GET /__sandbox/health') return { status: 200, body: { status: 'ok' } };
+    if (route === 'GET /__sandbox/config') return { status: 200, body: state.config };
+    if (route === 'GET /__sandbox/sends') return { status: 200, body: { data: state.sends.list(query.get('to') ?? undefined) } };
+    if (route === 'GET /__sandbox/templates') return { status: 200, body: { data: state.templates.all().map((t) => ({ ...templateJson(t), waba_id: t.wabaId })) } };
+    if (route === 'POST /__sandbox/reset') return reset();
+    const handler = CONTROL_ROUTES_WITH_BODY[route];
+    if (!handler) return { status: 404, body: { error: { message: `no sandbox control route ${route}` } } };
+    const raw = await readBody(req, JSON_LIMIT);
+    let body: unknown;
+    try { body = raw && raw.length > 0 ? JSON.parse(raw.toString('utf8')) : {}; } catch { return { status: 400, body: { error: { message: 'body is not valid JSON' } } }; }
+    return handler(state, body);
+  }
+
+  async function graphRoute(req: IncomingMessage, path: string, query: URLSearchParams): Promise<Reply> {
+    const parts = path.split('/');
+    if (parts.length < 3 || parts.length > 4 || !VERSION.test(parts[1]) || parts[2] === '') {
+      return graphError(2500, { title: `Unknown path components: ${path}` });
+    }
+    const auth = req.headers.authorization;
+    if (!auth || !/^Bearer\s+\S+/i.test(auth)) return missingTokenError();
+    let id: string;
+    try { id = decodeURIComponent(parts[2]); } catch { return graphError(2500, { title: `Unknown path components: ${path}` }); }
+    const edge = parts[3];
+    const route = `${req.method} ${edge ?? ''}`;
+    if (route === 'GET ') return graph.getObject(id);
+    if (route === 'GET message_templates') return graph.listTemplates(id, query, `http://${req.headers.host ?? '127.0.0.1'}${req.url}`);
+    if (route === 'POST messages' || route === 'POST message_templates') {
+      const raw = await readBody(req, JSON_LIMIT);
+      if (!raw) return graphError(100, { details: 'Request body too large.' });
+      return edge === 'messages' ? graph.send(id, raw) : graph.createTemplate(id, raw);
+    }
+    if (route === 'POST media') {
+      const raw = await readBody(req, MEDIA_LIMIT);
+      if (!raw) return graphError(131053, { details: 'The file is larger than the sandbox accepts.' });
+      return graph.uploadMedia(id, req.headers['content-type'], raw);
+    }
+    return graphError(2500, { title: `Unknown path components: /${edge ?? ''}` });
+  }
+
+  async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const url = req.url ?? '/';
+    const q = url.indexOf('?');
+    const path = q < 0 ? url : url.slice(0, q);
+    const query = new URLSearchParams(q < 0 ? '' : url.slice(q + 1));
+    if (path.startsWith('/__sandbox/')) {
+      write(res, await control(req, path, query));
+      return;
+    }
+    const reply = await graphRoute(req, path, query);
+    const latency = state.config.latency_ms;
+    if (latency > 0) setTimeout(() => write(res, reply), latency);
+    else write(res, reply);
+  }
+
+  const server = createServer({ keepAliveTimeout: 65_000 }, (req, res) => {
+    handle(req, res).catch((err) => {
+      logger.error({ err }, 'sandbox request failed');
+      if (!res.headersSent) write(res, graphError(1, { details: 'sandbox internal error' }));
+    });
+  });
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(options.port, options.host ?? '127.0.0.1', () => {
+      server.off('error', reject);
+      resolve();
+    });
+  });
+  const address = server.address() as AddressInfo;
+  const host = address.family === 'IPv6' ? `[${address.address}]` : address.address;
+  const url = `http://${host === '0.0.0.0' || host === '[::]' ? '127.0.0.1' : host}:${address.port}`;
+
+  return {
+    url,
+    baseUrl: `${url}/${options.graphVersion ?? 'v21.0'}`,
+    state,
+    async close() {
+      state.templates.close();
+      state.statuses.close();
+      const closed = new Promise<void>((resolve) => server.close(() => resolve()));
+      server.closeAllConnections();
+      await closed;
+      await deliverer.close();
+    },
+  };
+}
+
+function write(res: ServerResponse, reply: Reply): void {
+  if (res.destroyed) return;
+  const text = JSON.stringify(reply.body);
+  res.writeHead(reply.status, { 'content-type': 'application/json; charset=UTF-8', 'content-length': Buffer.byteLength(text) });
+  res.end(text);
+}
+
+/** The request body, or null when it is larger than `limit`. */
+function readBody(req: IncomingMessage, limit: number): Promise<Buffer | null> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    let tooLarge = false;
+    req.on('data', (chunk: Buffer) => {
+      size += chunk.length;
+      if (size > limit) tooLarge = true;
+      else chunks.push(chunk);
+    });
+    req.on('end', () => resolve(tooLarge ? null : chunks.length === 1 ? chunks[0] : Buffer.concat(chunks)));
+    req.on('error', reject);
+  });
+}
+
+function templateStatusCallback(state: SandboxState, { template, event, reason }: TemplateStatusChange): void {
+  if (!state.config.callbacks || !state.config.callback_url) return;
+  const now = Math.floor(Date.now() / 1000);
+  const value: Record<string, unknown> = {
+    event,
+    // A number in this webhook, a string in REST responses, as Meta does.
+    message_template_id: Number(template.id),
+    message_template_name: template.name,
+    message_template_language: template.language,
+    message_template_category: template.category,
+    reason: event === 'REJECTED' ? reason : 'NONE',
+  };
+  if (event === 'PAUSED') value.other_info = { title: 'FIRST_PAUSE', description: `Your ${template.name} template has been paused because of low quality.` };
+  if (event === 'DISABLED') value.disable_info = { disable_date: now };
+  if (event === 'REJECTED' && reason === 'INVALID_FORMAT') value.rejection_info = { reason: 'INVALID_FORMAT', recommendation: 'Check the template\'s variables and formatting.' };
+  state.deliverer.post({
+    object: 'whatsapp_business_account',
+    entry: [{ id: template.wabaId, time: now, changes: [{ field: 'message_template_status_update', value }] }],
+  });
+}

@@ -1,0 +1,49 @@
+import type { Logger } from 'pino';
+import type { CallbackDeliverer } from './callbacks.ts';
+import type { SendsLog } from './sends-log.ts';
+import type { RecipientOutcome, StatusPipeline } from './statuses.ts';
+import type { TemplateStore } from './templates.ts';
+
+/** Runtime behaviour, as `PUT /__sandbox/config` reads and writes it. */
+export interface SandboxConfig {
+  review_ms: number;
+  latency_ms: number;
+  /** Sends per second per phone number above which sends fail with 130429; null: unlimited. */
+  mps_limit: number | null;
+  callbacks: boolean;
+  callback_url: string | null;
+}
+
+export interface RecipientRule {
+  outcome: RecipientOutcome;
+  errorCode: number;
+}
+
+export interface MediaRecord {
+  id: string;
+  phoneNumberId: string;
+  mimeType: string;
+  filename: string | null;
+  size: number;
+  sha256: string;
+}
+
+export interface SandboxState {
+  config: SandboxConfig;
+  readonly defaults: Readonly<SandboxConfig>;
+  templates: TemplateStore;
+  sends: SendsLog;
+  /** Keyed by the recipient's digits. */
+  recipients: Map<string, RecipientRule>;
+  media: Map<string, MediaRecord>;
+  deliverer: CallbackDeliverer;
+  statuses: StatusPipeline;
+  logger: Logger;
+}
+
+export interface Reply {
+  status: number;
+  body: unknown;
+}
+
+export const displayPhoneNumber = (phoneNumberId: string) => '1555' + phoneNumberId.replace(/\D/g, '').slice(-7).padStart(7, '0');

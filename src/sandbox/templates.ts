@@ -1,0 +1,194 @@
+import { TEMPLATE_SUBCODES } from '../upstream/error-codes.ts';
+import { expectedParams, type ExpectedParams } from './template-params.ts';
+
+export type ReviewStatus = 'APPROVED' | 'REJECTED' | 'PAUSED' | 'DISABLED';
+export const REVIEW_STATUSES: readonly ReviewStatus[] = ['APPROVED', 'REJECTED', 'PAUSED', 'DISABLED'];
+
+export interface SandboxTemplate {
+  id: string;
+  wabaId: string;
+  name: string;
+  language: string;
+  category: string;
+  parameterFormat: string;
+  components: unknown[];
+  status: string;
+  rejectedReason: string;
+  createdAt: number;
+  expected: ExpectedParams;
+}
+
+export interface TemplateStatusChange {
+  template: SandboxTemplate;
+  event: string;
+  reason: string;
+}
+
+export type CreateResult =
+  | { ok: true; template: SandboxTemplate }
+  | { ok: false; code: number; subcode?: number; details: string; userTitle?: string; userMessage?: string };
+
+const CATEGORIES = new Set(['MARKETING', 'UTILITY', 'AUTHENTICATION']);
+const NAME = /^[a-z0-9_]{1,512}$/;
+const LANGUAGE = /^[A-Za-z]{2,3}([_-][A-Za-z0-9]{2,8})?$/;
+
+const keyOf = (name: string, language: string) => `${name}\u0000${language}`;
+/** Review decisions apply to every WABA unless scoped to one. */
+const ruleKey = (name: string, language: string, wabaId?: string) => `${keyOf(name, language)}\u0000${wabaId ?? '*'}`;
+type Obj = Record<string, unknown>;
+const isObject = (v: unknown): v is Obj => typeof v === 'object' && v !== null && !Array.isArray(v);
+
+/**
+ * Templates per WABA, with review. Sends name a phone-number id, not a WABA: the sandbox learns
+ * which WABA a phone number belongs to the first time a send finds its template in exactly one
+ * WABA not yet bound to another number (or from `POST /__sandbox/phone_numbers`). Until then a
+ * send may use a template of any WABA, since the sandbox accepts any ids.
+ */
+export class TemplateStore {
+  private readonly byId = new Map<string, SandboxTemplate>();
+  private readonly byWaba = new Map<string, Map<string, SandboxTemplate>>();
+  private readonly byKey = new Map<string, SandboxTemplate[]>();
+  private readonly phoneToWaba = new Map<string, string>();
+  private readonly boundWabas = new Set<string>();
+  /** Outcomes decided through the control API, applied when a matching template is reviewed. */
+  private readonly reviewRules = new Map<string, { status: ReviewStatus; reason: string }>();
+  private readonly reviewTimers = new Set<NodeJS.Timeout>();
+  private nextId = 100_000_000_000_000 + Math.floor(Math.random() * 1_000_000_000) * 1000;
+
+  constructor(private readonly onStatusChange: (change: TemplateStatusChange) => void) {}
+
+  create(wabaId: string, body: unknown, reviewMs: number): CreateResult {
+    if (!isObject(body)) return { ok: false, code: 100, details: 'The request body must be a JSON object.' };
+    const { name, language, category } = body;
+    if (typeof name !== 'string' || !NAME.test(name)) {
+      return { ok: false, code: 100, details: 'name: lowercase letters, digits and underscores, 1 to 512 characters.', userTitle: 'Invalid template name', userMessage: 'Template names may only contain lowercase letters, digits and underscores.' };
+    }
+    if (typeof language !== 'string' || !LANGUAGE.test(language)) return { ok: false, code: 100, details: 'language: a supported locale code such as en or en_US is required.' };
+    if (typeof category !== 'string' || !CATEGORIES.has(category.toUpperCase())) return { ok: false, code: 100, details: 'category: one of MARKETING, UTILITY, AUTHENTICATION.' };
+    const components = body.components;
+    if (!Array.isArray(components) || !components.some((c) => isObject(c) && String(c.type).toUpperCase() === 'BODY')) {
+      return { ok: false, code: 100, subcode: TEMPLATE_SUBCODES.bodyFormat, details: 'components: a BODY component is required.' };
+    }
+    const waba = this.wabaTemplates(wabaId);
+    if (waba.has(keyOf(name, language))) {
+      return {
+        ok: false, code: 100, subcode: TEMPLATE_SUBCODES.duplicateNameLanguage, details: `Content in this language already exists: ${name} (${language}).`,
+        userTitle: 'Content in this language already exists', userMessage: `There is already ${language} content for this template. You can create a new template and try again.`,
+      };
+    }
+    const parameterFormat = String(body.parameter_format ?? 'POSITIONAL').toUpperCase();
+    const template: SandboxTemplate = {
+      id: String(this.nextId++), wabaId, name, language, category: category.toUpperCase(), parameterFormat, components,
+      status: 'PENDING', rejectedReason: 'NONE', createdAt: Date.now(), expected: expectedParams(components, parameterFormat),
+    };
+    this.byId.set(template.id, template);
+    waba.set(keyOf(name, language), template);
+    const same = this.byKey.get(keyOf(name, language));
+    if (same) same.push(template); else this.byKey.set(keyOf(name, language), [template]);
+    this.scheduleReview(template, reviewMs);
+    return { ok: true, template };
+  }
+
+  private scheduleReview(template: SandboxTemplate, reviewMs: number): void {
+    const timer = setTimeout(() => {
+      this.reviewTimers.delete(timer);
+      if (template.status !== 'PENDING') return;
+      const rule = this.reviewRules.get(ruleKey(template.name, template.language, template.wabaId))
+        ?? this.reviewRules.get(ruleKey(template.name, template.language));
+      this.setStatus(template, rule?.status ?? 'APPROVED', rule?.reason ?? 'NONE');
+    }, Math.max(0, reviewMs));
+    timer.unref();
+    this.reviewTimers.add(timer);
+  }
+
+  /**
+   * The reviewer's (or later the platform's) decision for a name and language: applied now to
+   * existing templates, pending or not, and at review time to templates created later.
+   */
+  decide(name: string, language: string, status: ReviewStatus, reason: string | undefined, wabaId?: string): SandboxTemplate[] {
+    const finalReason = reason ?? (status === 'REJECTED' ? 'INVALID_FORMAT' : 'NONE');
+    this.reviewRules.set(ruleKey(name, language, wabaId), { status, reason: finalReason });
+    const changed = (this.byKey.get(keyOf(name, language)) ?? []).filter((t) => wabaId === undefined || t.wabaId === wabaId);
+    for (const template of changed) this.setStatus(template, status, finalReason);
+    return changed;
+  }
+
+  private setStatus(template: SandboxTemplate, status: string, reason: string): void {
+    if (template.status === status) return;
+    template.status = status;
+    template.rejectedReason = status === 'REJECTED' ? reason : 'NONE';
+    this.onStatusChange({ template, event: status, reason });
+  }
+
+  get(id: string): SandboxTemplate | undefined {
+    return this.byId.get(id);
+  }
+
+  list(wabaId: string): SandboxTemplate[] {
+    return [...(this.byWaba.get(wabaId)?.values() ?? [])];
+  }
+
+  all(): SandboxTemplate[] {
+    return [...this.byId.values()];
+  }
+
+  bindPhoneNumber(phoneNumberId: string, wabaId: string): void {
+    this.phoneToWaba.set(phoneNumberId, wabaId);
+    this.boundWabas.add(wabaId);
+  }
+
+  wabaOf(phoneNumberId: string): string | undefined {
+    return this.phoneToWaba.get(phoneNumberId);
+  }
+
+  /** The template a send through this phone number means, or undefined (Meta's 132001). */
+  resolveForSend(phoneNumberId: string, name: string, language: string): SandboxTemplate | undefined {
+    const key = keyOf(name, language);
+    const waba = this.phoneToWaba.get(phoneNumberId);
+    if (waba !== undefined) return this.byWaba.get(waba)?.get(key);
+    const candidates = this.byKey.get(key);
+    if (!candidates || candidates.length === 0) return undefined;
+    // One WABA per tenant, one phone number per WABA: a WABA another number is bound to is not this one's.
+    const unclaimed = candidates.length === 1 ? candidates : candidates.filter((t) => !this.boundWabas.has(t.wabaId));
+    if (unclaimed.length === 1) {
+      this.bindPhoneNumber(phoneNumberId, unclaimed[0].wabaId);
+      return unclaimed[0];
+    }
+    // Ambiguous: the newest approved one, without learning a binding from a guess.
+    for (let i = candidates.length - 1; i >= 0; i--) if (candidates[i].status === 'APPROVED') return candidates[i];
+    return candidates[candidates.length - 1];
+  }
+
+  /** Forgets review rules; templates and phone bindings stay, like the account's content would. */
+  forgetRules(): void {
+    this.reviewRules.clear();
+  }
+
+  close(): void {
+    for (const timer of this.reviewTimers) clearTimeout(timer);
+    this.reviewTimers.clear();
+  }
+
+  private wabaTemplates(wabaId: string): Map<string, SandboxTemplate> {
+    let waba = this.byWaba.get(wabaId);
+    if (!waba) {
+      waba = new Map();
+      this.byWaba.set(wabaId, waba);
+    }
+    return waba;
+  }
+}
+
+/** A template as Graph returns it from GET /{template-id} and the list endpoint. */
+export function templateJson(template: SandboxTemplate): Record<string, unknown> {
+  return {
+    id: template.id,
+    name: template.name,
+    language: template.language,
+    status: template.status,
+    category: template.category,
+    parameter_format: template.parameterFormat,
+    components: template.components,
+    rejected_reason: template.rejectedReason,
+  };
+}
