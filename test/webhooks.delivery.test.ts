@@ -419,6 +419,19 @@ describe.skipIf(!hasPostgres)('webhook delivery (real HTTPS receiver, real worke
     }
   });
 
+  it('never follows redirects: a 3xx is a failed attempt', async () => {
+    const sender = new WebhookSender({ timeoutMs: 1000, extraCaFile: receiver.caFile, allowPrivateNetworks: true });
+    try {
+      const path = freshPath('redirect');
+      receiver.behave(path, 302);
+      const outcome = await sender.attempt({ url: receiver.url(path), endpointId: '00000000-0000-4000-8000-000000000000', eventType: 'contact.created', payload: Buffer.from('{}'), secret: 'whsec_x' });
+      expect(outcome).toMatchObject({ ok: false, statusCode: 302, errorClass: 'http_status' });
+      expect(receiver.at(path)).toHaveLength(1);
+    } finally {
+      await sender.close();
+    }
+  });
+
   it('fails TLS to a receiver whose certificate is not trusted', async () => {
     const sender = new WebhookSender({ timeoutMs: 1000, allowPrivateNetworks: true });
     try {

@@ -35,6 +35,14 @@ describe.skipIf(!hasPostgres)('webhook endpoints: management', () => {
     expect(list.json()).toEqual({ data: [endpoint] });
   });
 
+  it('never stores the signing secret in clear, even when an Idempotency-Key is sent', async () => {
+    const tenant = await createTenant(t.app);
+    const res = await call(t.app, tenant, 'POST', '/webhooks', { url: PUBLIC_URL, events: ['contact.created'] }, { 'idempotency-key': crypto.randomUUID() });
+    expect(res.statusCode).toBe(201);
+    const kept = await t.deps.db.selectFrom('idempotency_keys').select('response_body').where('tenant_id', '=', tenant.id).execute();
+    expect(kept.map((k) => k.response_body ?? '').join('')).not.toContain(res.json().signing_secret);
+  });
+
   it('accepts a subscription to all 24 event types', async () => {
     const tenant = await createTenant(t.app);
     expect(EVENT_TYPES).toHaveLength(24);
