@@ -51,8 +51,10 @@ export async function claimDueDeliveries(db: Queryable, o: ClaimOptions): Promis
       SELECT e.id AS endpoint_id, e.url, e.signing_secret_enc, ${o.endpointCap}::int - coalesce(b.n, 0) AS room
       FROM webhook_endpoints e
       LEFT JOIN unnest(${busyIds}::uuid[], ${busyCounts}::int[]) AS b(id, n) ON b.id = e.id
+      -- No EXISTS pre-filter: it was planned as a semi join scanning every due row per endpoint
+      -- (92 endpoints x 20,000 due rows: 150 ms per claim). The lateral below is one index probe
+      -- per active endpoint, and endpoints with nothing due simply contribute no rows.
       WHERE e.is_active AND e.deleted_at IS NULL
-        AND EXISTS (SELECT 1 FROM webhook_deliveries d WHERE d.endpoint_id = e.id AND ${due})
     ),
     picked AS (
       SELECT d.id, d.ctid, c.url, c.signing_secret_enc
