@@ -202,10 +202,12 @@ describe.skipIf(!hasPostgres)('webhook delivery (real HTTPS receiver, real worke
       const ep = await endpointRow(endpoint.id);
       return !ep.is_active && ep;
     }, 20_000);
-    expect(disabled.consecutive_failures).toBe(20);
+    // Exactly 20 unless attempts already in flight (at most the per-endpoint cap of 2) fail after it.
+    expect(disabled.consecutive_failures).toBeGreaterThanOrEqual(20);
+    expect(disabled.consecutive_failures).toBeLessThanOrEqual(22);
     expect(disabled.last_failure_at).not.toBeNull();
     const api = (await call(t.app, tenant, 'GET', `/webhooks/${endpoint.id}`)).json();
-    expect(api).toMatchObject({ is_active: false, consecutive_failures: 20 });
+    expect(api).toMatchObject({ is_active: false, consecutive_failures: disabled.consecutive_failures });
     // Attempts stop at 20: nothing more is sent while it is disabled.
     expect(receiver.at(path).length).toBeLessThanOrEqual(20 + 2);
 

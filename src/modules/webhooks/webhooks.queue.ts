@@ -11,6 +11,8 @@ export const AUTO_DISABLE_AFTER = 20;
 
 export interface ClaimedDelivery {
   id: string;
+  /** Physical address of the leased row version: recording the attempt is a TID lookup. */
+  ctid: string;
   tenant_id: string;
   endpoint_id: string;
   event_type: string;
@@ -74,9 +76,10 @@ export async function claimDueDeliveries(db: Queryable, o: ClaimOptions): Promis
     leased AS (
       UPDATE webhook_deliveries w SET lease_until = now() + ${o.leaseMs}::int * interval '1 millisecond'
       WHERE w.ctid = ANY (ARRAY(SELECT ctid FROM picked))
-      RETURNING w.id, w.tenant_id, w.endpoint_id, w.event_type, w.payload, w.attempt_number
+      RETURNING w.id, w.ctid::text AS ctid, w.tenant_id, w.endpoint_id, w.event_type, w.payload, w.attempt_number
     )
-    SELECT l.*, p.url, p.signing_secret_enc FROM leased l JOIN picked p ON p.id = l.id
+    SELECT l.id, l.ctid, l.tenant_id, l.endpoint_id, l.event_type, l.payload, l.attempt_number, p.url, p.signing_secret_enc
+    FROM leased l JOIN picked p ON p.id = l.id
   `.execute(db);
   return result.rows;
 }
@@ -127,8 +130,11 @@ export async function recordAttemptResults(db: Db, results: AttemptResult[]): Pr
         ${results.map((r) => r.errorMessage)}::text[], ${results.map((r) => r.retryDelayMs)}::bigint[],
         ${results.map((r) => r.delivery.url)}::text[]
       ) AS v(id, tenant_id, prev_attempt, ok, code, ms, body, eclass, emsg, delay_ms, url)
-      -- The redundant = ANY gives the planner a primary-key condition, so it never scans the table.
-      WHERE d.id = ANY (${results.map((r) => r.delivery.id)}::uuid[])
+      -- Rows are found by the ctid their lease returned (a TID scan, whatever the statistics say:
+      -- joining on id was planned as a table scan when statistics were stale, 275 ms per batch).
+      -- A row changed since (lease expired and re-claimed, endpoint deleted) has moved, and the
+      -- id/attempt checks below drop the stale result.
+      WHERE d.ctid = ANY (${results.map((r) => r.delivery.ctid)}::tid[])
         AND d.id = v.id AND d.tenant_id = v.tenant_id AND d.attempt_number = v.prev_attempt AND d.status IN ('pending', 'retrying')
       RETURNING d.id
     `.execute(tx);
