@@ -56,8 +56,10 @@ export class WebhookDeliverer {
   async runOnce(): Promise<number> {
     if (this.stopping) return 0;
     const { concurrency } = this.options;
-    // Claim in batches: wait until a quarter of the slots are free rather than claiming one by one.
-    if (this.inflight > 0 && concurrency - this.inflight < Math.max(1, Math.floor(concurrency / 4))) {
+    // Claim in batches: wait until a quarter of the slots are free rather than claiming one by one;
+    // and stop claiming while too many results wait to be recorded (the database is slow or down).
+    if ((this.inflight > 0 && concurrency - this.inflight < Math.max(1, Math.floor(concurrency / 4)))
+      || this.finished.length > 2 * concurrency) {
       this.stats.slotWaits++;
       await this.waitForSlots(this.options.pollMs);
       return 1;
@@ -98,8 +100,12 @@ export class WebhookDeliverer {
     if (isRetry) this.inflightRetries += 1;
     this.busy.set(row.endpoint_id, (this.busy.get(row.endpoint_id) ?? 0) + 1);
     const attempt = this.attemptOne(row).catch((err) => this.failed(row, 'internal', String(err))).then((result) => {
+      // The HTTP slot is free as soon as the attempt ends; the row stays leased (invisible to
+      // claims) until its result is recorded, so releasing early never double-sends.
+      this.release(result.delivery);
       this.finished.push(result);
       this.scheduleFlush();
+      for (const wake of [...this.slotWaiters]) wake();
     });
     this.attempts.add(attempt);
     void attempt.finally(() => this.attempts.delete(attempt));
@@ -120,6 +126,14 @@ export class WebhookDeliverer {
       delivery: row, ok: false, statusCode: outcome.statusCode, responseTimeMs: outcome.responseTimeMs, responseBody: outcome.responseBody,
       errorClass: outcome.errorClass, errorMessage: outcome.errorMessage, retryDelayMs: this.retryDelayAfter(row.attempt_number),
     };
+  }
+
+  private release(row: ClaimedDelivery) {
+    this.inflight -= 1;
+    if (row.attempt_number > 0) this.inflightRetries -= 1; // it was claimed as a retry
+    const left = (this.busy.get(row.endpoint_id) ?? 1) - 1;
+    if (left > 0) this.busy.set(row.endpoint_id, left);
+    else this.busy.delete(row.endpoint_id);
   }
 
   private failed(row: ClaimedDelivery, errorClass: string, errorMessage: string): AttemptResult {
@@ -166,13 +180,6 @@ export class WebhookDeliverer {
           this.finished.unshift(...batch);
           await new Promise((r) => setTimeout(r, Math.min(1000, this.options.pollMs * 4)));
           continue;
-        }
-        for (const result of batch) {
-          this.inflight -= 1;
-          if (result.delivery.attempt_number > 0) this.inflightRetries -= 1; // claimed as a retry
-          const left = (this.busy.get(result.delivery.endpoint_id) ?? 1) - 1;
-          if (left > 0) this.busy.set(result.delivery.endpoint_id, left);
-          else this.busy.delete(result.delivery.endpoint_id);
         }
         for (const wake of [...this.slotWaiters]) wake();
       }
