@@ -36,6 +36,23 @@ export interface SenderOptions {
 type LookupCallback = (err: NodeJS.ErrnoException | null, address: string | LookupAddress[], family?: number) => void;
 
 /**
+ * dns.lookup replacement for the delivery Agent (private networks disallowed): resolves through the
+ * SSRF guard, so the socket connects to exactly the addresses that were checked (no DNS rebinding
+ * between check and connect).
+ */
+export function guardedLookup(hostname: string, lookupOptions: LookupOptions, callback: LookupCallback): void {
+  resolveDestination(hostname, false).then(
+    (addresses) => {
+      const wanted = lookupOptions.family === 4 || lookupOptions.family === 6 ? addresses.filter((a) => a.family === lookupOptions.family) : addresses;
+      if (wanted.length === 0) return callback(Object.assign(new Error(`no IPv${lookupOptions.family} address for ${hostname}`), { code: 'ENOTFOUND' }), '', 0);
+      if (lookupOptions.all) return callback(null, wanted);
+      callback(null, wanted[0].address, wanted[0].family);
+    },
+    (err) => callback(err, '', 0),
+  );
+}
+
+/**
  * Sends signed webhook attempts. One keep-alive Agent for all endpoints; TLS always verified (an
  * extra CA may be added for self-signed receivers); redirects are never followed (undici's request
  * does not follow them without the redirect interceptor). Unless private networks are allowed,
@@ -48,17 +65,6 @@ export class WebhookSender {
   constructor(private options: SenderOptions) {
     const ca = options.extraCaFile ? [...rootCertificates, readFileSync(options.extraCaFile, 'utf8')] : undefined;
     const allowPrivate = options.allowPrivateNetworks;
-    const guardedLookup = (hostname: string, lookupOptions: LookupOptions, callback: LookupCallback) => {
-      resolveDestination(hostname, allowPrivate).then(
-        (addresses) => {
-          const wanted = lookupOptions.family === 4 || lookupOptions.family === 6 ? addresses.filter((a) => a.family === lookupOptions.family) : addresses;
-          if (wanted.length === 0) return callback(Object.assign(new Error(`no IPv${lookupOptions.family} address for ${hostname}`), { code: 'ENOTFOUND' }), '', 0);
-          if (lookupOptions.all) return callback(null, wanted);
-          callback(null, wanted[0].address, wanted[0].family);
-        },
-        (err) => callback(err, '', 0),
-      );
-    };
     this.agent = new Agent({
       connect: {
         ...(ca ? { ca } : {}),

@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import { guardedLookup } from './webhooks.sender.ts';
 import { DestinationRefusedError, isBlockedAddress, resolveDestination } from './webhooks.ssrf.ts';
 
 describe('SSRF guard', () => {
@@ -22,5 +23,21 @@ describe('SSRF guard', () => {
     await expect(resolveDestination('localhost', false)).rejects.toBeInstanceOf(DestinationRefusedError);
     await expect(resolveDestination('127.0.0.1', true)).resolves.toEqual([{ address: '127.0.0.1', family: 4 }]);
     await expect(resolveDestination('93.184.215.14', false)).resolves.toEqual([{ address: '93.184.215.14', family: 4 }]);
+  });
+});
+
+describe('connection pinning (the Agent lookup)', () => {
+  const lookup = (host: string, options: { all?: boolean; family?: number }) => new Promise<{ err: Error | null; address: unknown }>((resolve) => {
+    guardedLookup(host, options, (err, address) => resolve({ err, address }));
+  });
+
+  it('refuses a host that resolves to a private address at connect time', async () => {
+    const { err } = await lookup('localhost', { all: true });
+    expect(err).toBeInstanceOf(DestinationRefusedError);
+  });
+
+  it('returns exactly the checked public address', async () => {
+    expect(await lookup('93.184.215.14', { all: true })).toEqual({ err: null, address: [{ address: '93.184.215.14', family: 4 }] });
+    expect(await lookup('93.184.215.14', {})).toEqual({ err: null, address: '93.184.215.14' });
   });
 });
