@@ -21,7 +21,8 @@ export interface AttemptRequest {
   url: string;
   endpointId: string;
   eventType: string;
-  payload: Uint8Array;
+  /** Exact body bytes (a string is sent as its UTF-8 encoding, and signed the same way). */
+  payload: Uint8Array | string;
   secret: string;
   /** X-Service-Delivery-ID: unique per attempt; generated when omitted. */
   attemptId?: string;

@@ -14,7 +14,7 @@ export function signPayload(secret: string, timestamp: string, body: Uint8Array 
 
 /** Request headers of one attempt; a fresh timestamp and attempt id every time. */
 export function deliveryHeaders(input: {
-  secret: string; eventType: string; attemptId: string; endpointId: string; body: Uint8Array; now?: Date;
+  secret: string; eventType: string; attemptId: string; endpointId: string; body: Uint8Array | string; now?: Date;
 }): Record<string, string> {
   const timestamp = String(Math.floor((input.now ?? new Date()).getTime() / 1000));
   return {
