@@ -2,12 +2,18 @@ import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } 
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { sql } from 'kysely';
 import type { Deps } from './deps.ts';
-import { installErrorHandling } from './http/error-handler.ts';
+import { AppError } from './http/errors.ts';
+import { installErrorHandling, sendError } from './http/error-handler.ts';
 import { installPublicApiHooks } from './http/public-api.ts';
+import { installValidators } from './http/validation.ts';
 import { requestIdFor } from './http/request-id.ts';
 import { adminRoutes } from './modules/admin/admin.routes.ts';
+import { callbackRoutes } from './modules/callbacks/callbacks.routes.ts';
 import { contactActivityRoutes } from './modules/contacts/activity.routes.ts';
 import { contactsRoutes } from './modules/contacts/contacts.routes.ts';
+import { mediaRoutes } from './modules/media/media.routes.ts';
+import { messagesRoutes } from './modules/messages/messages.routes.ts';
+import { templatesRoutes } from './modules/templates/templates.routes.ts';
 import { webhooksRoutes } from './modules/webhooks/webhooks.routes.ts';
 
 export const PUBLIC_PREFIX = '/api/v1/public';
@@ -22,6 +28,13 @@ export async function buildApp(deps: Deps): Promise<FastifyInstance> {
     trustProxy: deps.config.trustProxy,
     bodyLimit: 1024 * 1024,
     return503OnClosing: true,
+    // URLs the router rejects before any route or hook runs: answer them with the envelope too.
+    // An over-long path parameter cannot name a resource (ids are UUIDs), so it is a 404.
+    frameworkErrors: (error, _request, reply) => {
+      reply.header('x-request-id', reply.request.id);
+      if (error.code === 'FST_ERR_MAX_PARAM_LENGTH') return sendError(reply, new AppError('NOT_FOUND', 'Resource not found'));
+      return sendError(reply, new AppError('VALIDATION_ERROR', 'Malformed URL'));
+    },
   });
   const app = base.withTypeProvider<TypeBoxTypeProvider>();
 
@@ -31,8 +44,10 @@ export async function buildApp(deps: Deps): Promise<FastifyInstance> {
     for (const method of [route.method].flat()) routes.push({ method, pattern });
   });
   installErrorHandling(base, () => routes);
+  installValidators(base);
   app.addHook('onSend', async (request, reply) => {
-    reply.header('x-request-id', request.id);
+    // An idempotent replay already carries the id of the request whose response it repeats.
+    if (!reply.hasHeader('x-request-id')) reply.header('x-request-id', request.id);
   });
 
   if (deps.config.openapiEnabled) {
@@ -61,7 +76,15 @@ export async function buildApp(deps: Deps): Promise<FastifyInstance> {
     await api.register(contactsRoutes, { contacts: deps.contacts });
     await api.register(contactActivityRoutes, { activity: deps.contactActivity });
     await api.register(webhooksRoutes, { webhooks: deps.webhooks });
+    await api.register(templatesRoutes, { templates: deps.templates });
+    await api.register(messagesRoutes, { messages: deps.messages });
+    await api.register(mediaRoutes, { media: deps.media });
   }, { prefix: PUBLIC_PREFIX });
+
+  // The upstream's callbacks: outside the public API, authenticated by X-Hub-Signature-256.
+  await app.register(callbackRoutes, {
+    prefix: '/upstream/webhook', callbacks: deps.callbacks, appSecret: deps.config.upstreamAppSecret, verifyToken: deps.config.upstreamVerifyToken,
+  });
 
   return base;
 }

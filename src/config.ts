@@ -51,6 +51,11 @@ export interface Config {
   /** A running Idempotency-Key claim older than this is treated as abandoned (crashed request). */
   idempotencyLockMs: number;
   idempotencyTtlMs: number;
+  /** Fallback template-status poller: minimum time between two polls of one pending template. */
+  templatePollIntervalMs: number;
+  templatePollBatch: number;
+  /** How long an upstream media id is reused before the file is uploaded again (upstream keeps it 30 days). */
+  mediaUpstreamTtlMs: number;
 }
 
 export class ConfigError extends Error {}
@@ -167,5 +172,9 @@ export function loadConfig(env: Env = process.env): Config {
     authCacheMs: int(env, 'AUTH_CACHE_MS', 1000),
     idempotencyLockMs: int(env, 'IDEMPOTENCY_LOCK_MS', 60_000),
     idempotencyTtlMs: int(env, 'IDEMPOTENCY_TTL_MS', 24 * 3600 * 1000),
+    templatePollIntervalMs: int(env, 'TEMPLATE_POLL_INTERVAL_MS', 300_000),
+    templatePollBatch: int(env, 'TEMPLATE_POLL_BATCH', 50),
+    // A day short of the upstream's 30 days, so an id never expires between our check and the send.
+    mediaUpstreamTtlMs: int(env, 'MEDIA_UPSTREAM_TTL_MS', 29 * 24 * 3600 * 1000),
   };
 }

@@ -1,3 +1,4 @@
+import { join } from 'node:path';
 import { Redis } from 'ioredis';
 import type { Logger } from 'pino';
 import type { Config } from './config.ts';
@@ -11,6 +12,12 @@ import { ContactsService } from './modules/contacts/contacts.service.ts';
 import { ContactActivityService } from './modules/contacts/activity.service.ts';
 import { WebhookSender } from './modules/webhooks/webhooks.sender.ts';
 import { WebhooksService } from './modules/webhooks/webhooks.service.ts';
+import { CallbacksService } from './modules/callbacks/callbacks.service.ts';
+import { MediaService } from './modules/media/media.service.ts';
+import { LocalDiskStorage } from './modules/media/media.storage.ts';
+import { MessagesService } from './modules/messages/messages.service.ts';
+import { TemplatesService } from './modules/templates/templates.service.ts';
+import { TemplateStatusSync } from './modules/templates/templates.status-sync.ts';
 import { createUpstreamClient } from './upstream/client.ts';
 import type { UpstreamClient } from './upstream/types.ts';
 
@@ -31,6 +38,11 @@ export interface Deps {
   webhookSender: WebhookSender;
   webhooks: WebhooksService;
   upstream: UpstreamClient;
+  templates: TemplatesService;
+  templateSync: TemplateStatusSync;
+  media: MediaService;
+  messages: MessagesService;
+  callbacks: CallbacksService;
   close(): Promise<void>;
 }
 
@@ -46,12 +58,14 @@ export function upstreamBaseUrlFor(config: Config, options: DepsOptions = {}): s
 
 /**
  * Redis holds only rate-limit counters, so it must never slow a request down: no offline queue,
- * a 50 ms command timeout, and reconnection in the background.
+ * reconnection in the background, and a 50 ms deadline on the request path. That deadline is
+ * enforced by the caller (withDeadline in rate-limit.ts), which does not mistake a busy event loop
+ * for a slow Redis; ioredis's own commandTimeout fires in that case, so it is only a backstop here.
  */
 export function connectRedis(url: string, logger: Logger): Redis {
   const redis = new Redis(url, {
     enableOfflineQueue: false,
-    commandTimeout: 50,
+    commandTimeout: 1000,
     maxRetriesPerRequest: 0,
     connectTimeout: 200,
     // Concurrent requests' counter scripts share one write to the socket.
@@ -68,6 +82,20 @@ export function connectRedis(url: string, logger: Logger): Redis {
   return redis;
 }
 
+/**
+ * Waits (bounded) for the first connection, so a freshly started process counts its first requests
+ * instead of serving them uncounted while Redis is still connecting. Never fails: a Redis that is
+ * down at start is handled like one that goes down later.
+ */
+function firstConnection(redis: Redis, timeoutMs: number): Promise<void> {
+  if (redis.status === 'ready') return Promise.resolve();
+  return new Promise((resolve) => {
+    const done = () => { clearTimeout(timer); redis.off('ready', done); resolve(); };
+    const timer = setTimeout(done, timeoutMs);
+    redis.once('ready', done);
+  });
+}
+
 export async function createDeps(config: Config, logger: Logger = createLogger(config.logLevel), options: DepsOptions = {}): Promise<Deps> {
   const database = await openDatabase(config);
   const db = database.db;
@@ -76,6 +104,9 @@ export async function createDeps(config: Config, logger: Logger = createLogger(c
   const webhookSender = new WebhookSender({
     timeoutMs: config.webhookTimeoutMs, extraCaFile: config.webhookExtraCaFile, allowPrivateNetworks: config.webhookAllowPrivateNetworks,
   });
+  if (redis) await firstConnection(redis, 500);
+  const templateSync = new TemplateStatusSync(db, upstream, config.secretsKey, { intervalMs: config.templatePollIntervalMs, batch: config.templatePollBatch }, logger);
+  const media = new MediaService(db, new LocalDiskStorage(join(config.dataDir, 'media')), upstream, config.mediaUpstreamTtlMs);
   return {
     config,
     logger,
@@ -91,6 +122,11 @@ export async function createDeps(config: Config, logger: Logger = createLogger(c
     contactActivity: new ContactActivityService(db),
     webhookSender,
     webhooks: new WebhooksService(db, { secretsKey: config.secretsKey, allowPrivateNetworks: config.webhookAllowPrivateNetworks }, webhookSender),
+    templates: new TemplatesService(db, upstream, config.secretsKey, logger),
+    templateSync,
+    media,
+    messages: new MessagesService(db, upstream, media, config.secretsKey, logger),
+    callbacks: new CallbacksService(db, templateSync, logger),
     async close() {
       redis?.disconnect();
       await webhookSender.close();

@@ -47,6 +47,7 @@ if (sandbox) {
   log.info({ baseUrl: sandbox.baseUrl }, 'upstream sandbox running in process (UPSTREAM_BASE_URL is unset)');
 }
 const workers = config.role === 'api' ? null : startWorkers(deps);
+if (workers) log.info({ role: config.role }, 'workers started');
 
 if (seeded) {
   const host = config.host === '0.0.0.0' || config.host === '::' ? '127.0.0.1' : config.host;
@@ -63,7 +64,12 @@ async function shutdown(signal: string) {
     process.exit(1);
   }, 25_000);
   force.unref();
-  await app?.close(); // stops accepting, waits for in-flight requests
+  // app.close() stops accepting and waits for in-flight requests, but a keep-alive connection whose
+  // request finishes after close() began would stay open until its keep-alive timeout (and the 25 s
+  // guard above would exit 1): close connections as soon as they become idle.
+  const idleSweep = app ? setInterval(() => app.server.closeIdleConnections(), 100) : null;
+  await app?.close();
+  if (idleSweep) clearInterval(idleSweep);
   await workers?.stop();
   await sandbox?.close();
   await deps.close();

@@ -151,6 +151,75 @@ export interface ContactFollowupsTable {
   updated_at: Timestamp | null;
 }
 
+export interface TemplatesTable {
+  id: string;
+  tenant_id: string;
+  template_name: string;
+  language: string;
+  category: string;
+  status: string;
+  components: ColumnType<unknown[], string, string>;
+  upstream_id: string | null;
+  rejected_reason: string | null;
+  submitted_at: Timestamp | null;
+  last_polled_at: Timestamp | null;
+  created_at: CreatedAt;
+  updated_at: Timestamp | null;
+}
+
+export interface MediaTable {
+  id: string;
+  tenant_id: string;
+  media_type: string;
+  filename: string;
+  mime_type: string;
+  size_bytes: number;
+  sha256: string;
+  storage_key: string;
+  upstream_media_id: string | null;
+  upstream_phone_number_id: string | null;
+  upstream_uploaded_at: Timestamp | null;
+  created_at: CreatedAt;
+  deleted_at: Timestamp | null;
+}
+
+export interface MessagesTable {
+  id: string;
+  tenant_id: string;
+  contact_id: string | null;
+  template_id: string | null;
+  template_name: string;
+  language: string;
+  to_phone: string;
+  components: ColumnType<unknown[], string | undefined, string>;
+  upstream_message_id: string | null;
+  status: string;
+  status_rank: Generated<number>;
+  error_code: number | null;
+  error_title: string | null;
+  sent_at: Timestamp | null;
+  delivered_at: Timestamp | null;
+  read_at: Timestamp | null;
+  failed_at: Timestamp | null;
+  campaign_id: string | null;
+  callback_data: string | null;
+  created_at: CreatedAt;
+  updated_at: Timestamp | null;
+}
+
+export interface InboundMessagesTable {
+  id: string;
+  tenant_id: string;
+  upstream_message_id: string;
+  from_phone: string | null;
+  contact_id: string | null;
+  type: string;
+  text: string | null;
+  payload: Json;
+  received_at: Timestamp;
+  created_at: CreatedAt;
+}
+
 export interface DB {
   tenants: TenantsTable;
   api_keys: ApiKeysTable;
@@ -163,4 +232,8 @@ export interface DB {
   webhook_deliveries: WebhookDeliveriesTable;
   contact_notes: ContactNotesTable;
   contact_followups: ContactFollowupsTable;
+  templates: TemplatesTable;
+  media: MediaTable;
+  messages: MessagesTable;
+  inbound_messages: InboundMessagesTable;
 }

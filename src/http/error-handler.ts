@@ -53,22 +53,27 @@ export function sendError(reply: FastifyReply, error: AppError): FastifyReply {
   return reply.code(error.status).type('application/json').send(errorEnvelope(reply.request.id, error.code, error.message, error.extras));
 }
 
+type FrameworkError = FastifyError & { validation?: AjvIssue[]; validationContext?: string };
+
+/** Turns any error into the envelope; bugs become INTERNAL_ERROR and are logged once with the request id. */
+export function handleError(error: FrameworkError, request: FastifyRequest, reply: FastifyReply): FastifyReply {
+  if (error instanceof AppError) return sendError(reply, error);
+  if (error.validation) {
+    const details = toDetails(error.validation, error.validationContext ?? 'body', request);
+    const message = details.length === 1 ? details[0].msg : 'Request validation failed';
+    return sendError(reply, new AppError('VALIDATION_ERROR', message, { details }));
+  }
+  const known = error.code ? CLIENT_ERRORS[error.code] : undefined;
+  if (known) return sendError(reply, new AppError('VALIDATION_ERROR', known.message, {}, known.status));
+  if (error instanceof SyntaxError || (error.statusCode === 400 && !error.code?.startsWith('FST_ERR'))) {
+    return sendError(reply, new AppError('VALIDATION_ERROR', 'Malformed request body'));
+  }
+  request.log.error({ err: error, request_id: request.id }, 'unhandled error');
+  return sendError(reply, new AppError('INTERNAL_ERROR', 'An unexpected error occurred. Retry with backoff.'));
+}
+
 export function installErrorHandling(app: FastifyInstance, knownRoutes: () => { method: string; pattern: RegExp }[]) {
-  app.setErrorHandler((error: FastifyError & { validation?: AjvIssue[]; validationContext?: string }, request, reply) => {
-    if (error instanceof AppError) return sendError(reply, error);
-    if (error.validation) {
-      const details = toDetails(error.validation, error.validationContext ?? 'body', request);
-      const message = details.length === 1 ? details[0].msg : 'Request validation failed';
-      return sendError(reply, new AppError('VALIDATION_ERROR', message, { details }));
-    }
-    const known = error.code ? CLIENT_ERRORS[error.code] : undefined;
-    if (known) return sendError(reply, new AppError('VALIDATION_ERROR', known.message, {}, known.status));
-    if (error instanceof SyntaxError || (error.statusCode === 400 && !error.code?.startsWith('FST_ERR'))) {
-      return sendError(reply, new AppError('VALIDATION_ERROR', 'Malformed request body'));
-    }
-    request.log.error({ err: error, request_id: request.id }, 'unhandled error');
-    return sendError(reply, new AppError('INTERNAL_ERROR', 'An unexpected error occurred. Retry with backoff.'));
-  });
+  app.setErrorHandler(handleError);
 
   app.setNotFoundHandler((request, reply) => {
     const path = request.url.split('?')[0];

@@ -1,7 +1,11 @@
 import { Type, type Static } from 'typebox';
 
+// page has an upper bound so that (page - 1) * limit always fits PostgreSQL's bigint OFFSET;
+// a larger page is out of range (400) rather than a database error (500).
+export const MAX_PAGE = 1_000_000_000;
+
 export const PageQuery = Type.Object({
-  page: Type.Integer({ minimum: 1, default: 1 }),
+  page: Type.Integer({ minimum: 1, maximum: MAX_PAGE, default: 1 }),
   limit: Type.Integer({ minimum: 1, maximum: 100, default: 20 }),
 });
 export type PageQuery = Static<typeof PageQuery>;

@@ -2,7 +2,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Feature } from '../modules/tenants/plans.ts';
 import type { ApiKeyAuthenticator, AuthContext } from './auth.ts';
 import { AppError } from './errors.ts';
-import { sendError } from './error-handler.ts';
+import { handleError, sendError } from './error-handler.ts';
 import { IdempotencyStore, shouldKeepResponse } from './idempotency.ts';
 import { checkRateLimit, rateLimitHeaders, type RateCounter } from './rate-limit.ts';
 
@@ -18,6 +18,8 @@ declare module 'fastify' {
   interface FastifyRequest {
     auth: AuthContext;
     idempotencyKey?: string;
+    /** Set once the request has been counted against the tenant's windows (never twice). */
+    rateCounted: boolean;
   }
 }
 
@@ -41,17 +43,18 @@ export function installPublicApiHooks(app: FastifyInstance, deps: PublicApiDeps)
     request.auth = await deps.authenticator.authenticate(request, config.scopes ?? [], config.feature);
   });
 
+  app.decorateRequest('rateCounted', false);
+
   app.addHook('preValidation', async (request, reply) => {
     if (request.routeOptions.config.idempotent && (await replayIdempotent(request, reply, deps.idempotency))) return reply;
-    const result = await checkRateLimit(deps.rateCounter, request.auth.tenantId, deps.rateLimitPerMinute, request.auth.apiRequestsDaily);
-    if (!result) return;
-    reply.headers(rateLimitHeaders(result));
-    if (!result.allowed) {
-      if (request.idempotencyKey) await deps.idempotency.release(request.auth.tenantId, request.idempotencyKey);
-      request.idempotencyKey = undefined;
-      reply.header('retry-after', String(result.retryAfter));
-      return sendError(reply, new AppError('RATE_LIMIT_EXCEEDED', 'Rate limit exceeded. Please slow down.'));
-    }
+    if (await countRequest(request, reply, deps)) return reply;
+  });
+
+  // An authenticated request that fails before preValidation (malformed JSON, body too large,
+  // unsupported type) or in it (Idempotency-Key conflict) is a 4xx that still counts.
+  app.setErrorHandler(async (error, request, reply) => {
+    if (request.auth && !request.rateCounted && (await countRequest(request, reply, deps))) return reply;
+    return handleError(error as Parameters<typeof handleError>[0], request, reply);
   });
 
   app.addHook('onSend', async (request, reply, payload) => {
@@ -59,7 +62,7 @@ export function installPublicApiHooks(app: FastifyInstance, deps: PublicApiDeps)
     if (!key) return payload;
     request.idempotencyKey = undefined;
     if (shouldKeepResponse(reply.statusCode) && typeof payload === 'string') {
-      await deps.idempotency.complete(request.auth.tenantId, key, reply.statusCode, { 'content-type': String(reply.getHeader('content-type') ?? 'application/json') }, payload);
+      await deps.idempotency.complete(request.auth.tenantId, key, reply.statusCode, { 'content-type': String(reply.getHeader('content-type') ?? 'application/json'), 'x-request-id': request.id }, payload);
     } else {
       await deps.idempotency.release(request.auth.tenantId, key);
     }
@@ -70,6 +73,20 @@ export function installPublicApiHooks(app: FastifyInstance, deps: PublicApiDeps)
   app.addHook('onRequestAbort', async (request) => {
     if (request.idempotencyKey) await deps.idempotency.release(request.auth.tenantId, request.idempotencyKey);
   });
+}
+
+/** Counts the request once; sends the 429 and answers true when a window is spent. */
+async function countRequest(request: FastifyRequest, reply: FastifyReply, deps: PublicApiDeps): Promise<boolean> {
+  request.rateCounted = true;
+  const result = await checkRateLimit(deps.rateCounter, request.auth.tenantId, deps.rateLimitPerMinute, request.auth.apiRequestsDaily);
+  if (!result) return false;
+  reply.headers(rateLimitHeaders(result));
+  if (result.allowed) return false;
+  if (request.idempotencyKey) await deps.idempotency.release(request.auth.tenantId, request.idempotencyKey);
+  request.idempotencyKey = undefined;
+  reply.header('retry-after', String(result.retryAfter));
+  sendError(reply, new AppError('RATE_LIMIT_EXCEEDED', 'Rate limit exceeded. Please slow down.'));
+  return true;
 }
 
 async function replayIdempotent(request: FastifyRequest, reply: FastifyReply, store: IdempotencyStore): Promise<boolean> {

@@ -8,6 +8,7 @@ import type { WorkerLoop } from './loop.ts';
 // One flush at a time: a second one would only wait on the first's endpoint row locks, and records
 // in completion order keep "consecutive failures" meaningful.
 const MAX_PARALLEL_FLUSHES = 1;
+const DRAIN_GRACE_MS = 2_000;
 
 export interface DelivererOptions {
   secretsKey: Buffer;
@@ -43,6 +44,7 @@ export class WebhookDeliverer {
   private attempts = new Set<Promise<void>>();
   private secrets = new Map<string, string>();
   private stopping = false;
+  private drained = false;
   /** Counters for benchmarks and metrics: claim and record round trips and the time they took. */
   readonly stats = { claims: 0, claimed: 0, claimMs: 0, flushes: 0, flushed: 0, flushMs: 0, slotWaits: 0 };
 
@@ -85,14 +87,24 @@ export class WebhookDeliverer {
     return fresh.length + retries.length;
   }
 
-  /** Lets in-flight attempts finish and records them (graceful shutdown). */
-  async drain(): Promise<void> {
+  /**
+   * Graceful shutdown: gives in-flight attempts a short grace to finish and records what finished.
+   * Attempts still running after it (a hung receiver holds one for the whole timeout) are left to
+   * their lease: another worker attempts them again, so shutdown never waits 10 s for a dead endpoint.
+   */
+  async drain(graceMs = DRAIN_GRACE_MS): Promise<void> {
     this.stopping = true;
-    await Promise.all([...this.attempts]);
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([
+      Promise.all([...this.attempts]),
+      new Promise<void>((resolve) => { timer = setTimeout(resolve, graceMs); }),
+    ]);
+    clearTimeout(timer);
     while (this.finished.length > 0 || this.flushes.size > 0) {
       if (this.flushes.size === 0) this.scheduleFlush();
       await Promise.race(this.flushes);
     }
+    this.drained = true;
   }
 
   private start(row: ClaimedDelivery, isRetry: boolean) {
@@ -103,6 +115,7 @@ export class WebhookDeliverer {
       // The HTTP slot is free as soon as the attempt ends; the row stays leased (invisible to
       // claims) until its result is recorded, so releasing early never double-sends.
       this.release(result.delivery);
+      if (this.drained) return; // shutting down past the grace: the lease brings it back
       this.finished.push(result);
       this.scheduleFlush();
       for (const wake of [...this.slotWaiters]) wake();

@@ -23,7 +23,13 @@ export interface TestApp {
  * Builds the real app against the real PostgreSQL (and Redis when REDIS_URL is set). `env`
  * overrides configuration the way the environment would.
  */
-export async function startTestApp(env: Record<string, string | undefined> = {}): Promise<TestApp> {
+export async function startTestApp(env: Record<string, string | undefined> = {}, options: {
+  /** Extra routes registered before ready() (e.g. one that throws, to see the 500 envelope). */
+  routes?: (app: FastifyInstance) => void;
+  /** Receives the app's log lines (JSON) at `logLevel` (default error). */
+  logStream?: { write(line: string): void };
+  logLevel?: string;
+} = {}): Promise<TestApp> {
   const config = loadConfig({
     DATA_DIR: mkdtempSync(join(tmpdir(), 'msvc-test-')),
     ADMIN_TOKEN,
@@ -38,8 +44,12 @@ export async function startTestApp(env: Record<string, string | undefined> = {})
     WEBHOOK_DELIVERY_ENABLED: 'false',
     ...env,
   });
-  const deps = await createDeps(config, pino({ level: process.env.TEST_LOG_LEVEL ?? 'silent' }));
+  const logger = options.logStream
+    ? pino({ level: options.logLevel ?? 'error' }, options.logStream)
+    : pino({ level: process.env.TEST_LOG_LEVEL ?? 'silent' });
+  const deps = await createDeps(config, logger);
   const app = await buildApp(deps);
+  options.routes?.(app);
   await app.ready();
   return {
     app, deps, config,

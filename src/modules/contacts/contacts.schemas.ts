@@ -1,7 +1,8 @@
 import { Type, type Static } from 'typebox';
-import { PageOf } from '../../http/pagination.ts';
+import { PageOf, PageQuery } from '../../http/pagination.ts';
 
-const Nullable = <T extends Parameters<typeof Type.Union>[0][number]>(schema: T) => Type.Union([schema, Type.Null()]);
+// Null first: with Fastify's type coercion, [String, Null] would turn a null into "" instead of clearing the field.
+const Nullable = <T extends Parameters<typeof Type.Union>[0][number]>(schema: T) => Type.Union([Type.Null(), schema]);
 const Text = (max = 255) => Type.String({ maxLength: max });
 
 export const Contact = Type.Object({
@@ -64,18 +65,20 @@ export const BulkResult = Type.Object({
 });
 export type BulkResult = Static<typeof BulkResult>;
 
+// Filters are compared with stored text, which can never contain U+0000 (PostgreSQL rejects it).
+const Filter = (max: number) => Type.String({ maxLength: max, pattern: '^[^\\u0000]*$' });
+
 export const ListQuery = Type.Object({
-  search: Type.Optional(Type.String({ maxLength: 255 })),
-  status: Type.Optional(Type.String({ maxLength: 64 })),
-  page: Type.Integer({ minimum: 1, default: 1 }),
-  limit: Type.Integer({ minimum: 1, maximum: 100, default: 20 }),
+  search: Type.Optional(Filter(255)),
+  status: Type.Optional(Filter(64)),
+  ...PageQuery.properties,
 });
 export type ListQuery = Static<typeof ListQuery>;
 
 export const SearchBody = Type.Object({
-  search_term: Type.Optional(Type.String({ maxLength: 255 })),
-  status: Type.Optional(Type.String({ maxLength: 64 })),
-  tag: Type.Optional(Type.String({ maxLength: 100 })),
+  search_term: Type.Optional(Filter(255)),
+  status: Type.Optional(Filter(64)),
+  tag: Type.Optional(Filter(100)),
 });
 export type SearchBody = Static<typeof SearchBody>;
 

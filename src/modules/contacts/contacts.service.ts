@@ -25,6 +25,34 @@ export function toContact(row: ContactRow): Contact {
   };
 }
 
+// Bodies are validated but not stripped, so only these keys may reach the database: a body carrying
+// tenant_id, id or deleted_at must not write them.
+const CREATE_FIELDS = ['first_name', 'phone', 'last_name', 'email', 'company', 'job_title', 'status', 'tags', 'custom_fields', 'source'] as const;
+const PATCH_FIELDS = CREATE_FIELDS.filter((f) => f !== 'source');
+
+function contactFields<T extends object>(input: T, fields: readonly string[]): Partial<ContactValues> {
+  return Object.fromEntries(fields.filter((f) => f in input && (input as Record<string, unknown>)[f] !== undefined).map((f) => [f, (input as Record<string, unknown>)[f]]));
+}
+
+/** PostgreSQL text and jsonb cannot hold U+0000; find it first so it is a 400, not a 500. */
+function nulPath(value: unknown, path: (string | number)[]): (string | number)[] | null {
+  if (typeof value === 'string') return value.includes('\u0000') ? path : null;
+  if (Array.isArray(value)) {
+    for (const [i, item] of value.entries()) { const found = nulPath(item, [...path, i]); if (found) return found; }
+  } else if (value !== null && typeof value === 'object') {
+    for (const [key, item] of Object.entries(value)) {
+      const found = key.includes('\u0000') ? [...path, key] : nulPath(item, [...path, key]);
+      if (found) return found;
+    }
+  }
+  return null;
+}
+
+function assertNoNul(input: object, loc: (string | number)[]) {
+  const found = nulPath(input, loc);
+  if (found) throw validationError(`${found.slice(1).join('.')} must not contain the NUL character`, found, null);
+}
+
 const INVALID_PHONE = 'phone must be a valid phone number in E.164 format (+<country code><number>)';
 
 function normalisedPhone(phone: string, loc: (string | number)[]): string {
@@ -56,7 +84,8 @@ export class ContactsService {
   }
 
   async create(tenantId: string, input: ContactCreate): Promise<Contact> {
-    const values: ContactValues = { ...input, phone: normalisedPhone(input.phone, ['body', 'phone']), source: input.source ?? 'api' };
+    assertNoNul(input, ['body']);
+    const values: ContactValues = { ...contactFields(input, CREATE_FIELDS), first_name: input.first_name, phone: normalisedPhone(input.phone, ['body', 'phone']), source: input.source ?? 'api' };
     return this.db.transaction().execute(async (tx) => {
       const contact = toContact(await repo.insert(tx, tenantId, values));
       await recordEvents(tx, tenantId, [{ type: 'contact.created', data: contact }]);
@@ -77,6 +106,8 @@ export class ContactsService {
     items.forEach((item, index) => {
       if (!Value.Check(ContactCreate, item)) return errors.push({ index, error: describeFirstError(item) });
       const input = item as ContactCreate;
+      const nul = nulPath(input, []);
+      if (nul) return errors.push({ index, error: `${nul.join('.')} must not contain the NUL character` });
       const phone = toE164(input.phone);
       if (!phone) return errors.push({ index, error: INVALID_PHONE });
       const email = input.email?.toLowerCase();
@@ -84,7 +115,7 @@ export class ContactsService {
       if (email && seenEmails.has(email)) return errors.push({ index, error: `duplicate email in this batch (same as item ${seenEmails.get(email)})` });
       seenPhones.set(phone, index);
       if (email) seenEmails.set(email, index);
-      candidates.push({ index, values: { ...input, phone, source: input.source ?? 'bulk' } });
+      candidates.push({ index, values: { ...contactFields(input, CREATE_FIELDS), first_name: input.first_name, phone, source: input.source ?? 'bulk' } });
     });
 
     const created = await this.db.transaction().execute(async (tx) => {
@@ -108,7 +139,8 @@ export class ContactsService {
   }
 
   async update(tenantId: string, id: string, patch: ContactPatch): Promise<Contact> {
-    const changes: Partial<ContactValues> = { ...patch };
+    assertNoNul(patch, ['body']);
+    const changes: Partial<ContactValues> = contactFields(patch, PATCH_FIELDS);
     if (patch.phone !== undefined) changes.phone = normalisedPhone(patch.phone, ['body', 'phone']);
     return this.db.transaction().execute(async (tx) => {
       const current = await repo.findById(tx, tenantId, id);

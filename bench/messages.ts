@@ -1,0 +1,189 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { mkdtempSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import autocannon from 'autocannon';
+import { sql } from 'kysely';
+import { openDatabase } from '../src/db/database.ts';
+import { measureSandboxCapacityDetailed } from '../src/sandbox/capacity.ts';
+import { createSandbox } from '../src/sandbox/sandbox.ts';
+
+/**
+ * Single template sends per second through POST /messages/template, against the real service in
+ * its own process (PostgreSQL, Redis, the upstream client) talking to the sandbox over HTTP, with
+ * the sandbox's sent/delivered/read callbacks flowing back into /upstream/webhook during the run.
+ * Beside it, the sandbox's own capacity, measured directly in the same run; the target is at
+ * least half of it. The benchmark tenant's limits are raised by configuration only: a business
+ * plan (daily -1) and RATE_LIMIT_PER_MINUTE.
+ */
+
+const SECONDS = Number(process.env.BENCH_SECONDS ?? 10);
+const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 64);
+
+async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.listen(0, '127.0.0.1', () => {
+      const { port } = server.address() as { port: number };
+      server.close(() => resolve(port));
+    });
+    server.on('error', reject);
+  });
+}
+
+async function startService(env: Record<string, string>, readyUrl: string): Promise<ChildProcess> {
+  const profile = process.env.BENCH_PROFILE_DIR ? ['--cpu-prof', `--cpu-prof-dir=${process.env.BENCH_PROFILE_DIR}`] : [];
+  const child = spawn(process.execPath, [...profile, '--import', 'tsx', 'src/server.ts'], { env: { ...process.env, ...env }, stdio: ['ignore', 'inherit', 'inherit'] });
+  const deadline = Date.now() + 120_000;
+  for (;;) {
+    if (child.exitCode !== null) throw new Error(`service exited with ${child.exitCode}`);
+    try {
+      if ((await fetch(readyUrl)).ok) return child;
+    } catch { /* not up yet */ }
+    if (Date.now() > deadline) throw new Error('service did not become ready');
+    await new Promise((r) => setTimeout(r, 200));
+  }
+}
+
+async function json(url: string, init: RequestInit & { body?: string } = {}): Promise<any> {
+  const res = await fetch(url, { ...init, headers: { 'content-type': 'application/json', ...(init.headers ?? {}) } });
+  const text = await res.text();
+  if (!res.ok) throw new Error(`${init.method ?? 'GET'} ${url}: ${res.status} ${text}`);
+  return text ? JSON.parse(text) : null;
+}
+
+const phones = Array.from({ length: 2000 }, (_, i) => `+1415${String(3_000_000 + i).padStart(7, '0')}`);
+
+async function sendLoad(url: string, headers: Record<string, string>, templateName: string, seconds: number) {
+  let i = 0;
+  const result = await autocannon({
+    url: `${url}/api/v1/public/messages/template`,
+    method: 'POST',
+    connections: CONNECTIONS,
+    duration: seconds,
+    headers: { ...headers, 'content-type': 'application/json' },
+    requests: [{
+      method: 'POST',
+      setupRequest: (req) => ({ ...req, body: JSON.stringify({
+        to: phones[i++ % phones.length], template_name: templateName, language: 'en',
+        components: [{ type: 'body', parameters: [{ type: 'text', text: 'Ada' }, { type: 'text', text: `A-${i}` }] }],
+      }) }),
+    }],
+  });
+  return {
+    sends_per_s: Math.round(result.requests.average),
+    total: result.requests.total,
+    p50_ms: result.latency.p50,
+    p99_ms: result.latency.p99,
+    non_2xx: result.non2xx,
+    errors: result.errors,
+  };
+}
+
+export async function run(): Promise<object> {
+  if (!process.env.DATABASE_URL || !process.env.REDIS_URL) throw new Error('benchmarks run against real servers: set DATABASE_URL and REDIS_URL');
+  const appSecret = randomBytes(16).toString('hex');
+  const adminToken = `adm_${randomBytes(16).toString('hex')}`;
+  const port = await freePort();
+  const url = `http://127.0.0.1:${port}`;
+  const sandbox = await createSandbox({ port: 0, appSecret, reviewMs: 50, callbackUrl: `${url}/upstream/webhook` });
+  const service = await startService({
+    PORT: String(port), HOST: '127.0.0.1', ROLE: 'api', UPSTREAM_BASE_URL: sandbox.baseUrl, UPSTREAM_APP_SECRET: appSecret,
+    ADMIN_TOKEN: adminToken, SEED_DEMO: 'false', LOG_LEVEL: 'warn', OPENAPI_ENABLED: 'false',
+    RATE_LIMIT_PER_MINUTE: '100000000',
+    // Diagnostics only: BENCH_SERVICE_DATABASE_URL lets a run vary connection options (e.g. commit mode).
+    ...(process.env.BENCH_SERVICE_DATABASE_URL ? { DATABASE_URL: process.env.BENCH_SERVICE_DATABASE_URL } : {}),
+    ...(process.env.BENCH_SERVICE_REDIS_URL !== undefined ? { REDIS_URL: process.env.BENCH_SERVICE_REDIS_URL } : {}), DATA_DIR: mkdtempSync(join(tmpdir(), 'msvc-bench-')),
+  }, `${url}/healthz`);
+  const database = await openDatabase({ databaseUrl: process.env.DATABASE_URL, dataDir: tmpdir(), poolSize: 2 });
+  try {
+    const admin = { authorization: `Bearer ${adminToken}` };
+    const tenant = await json(`${url}/admin/v1/tenants`, { method: 'POST', headers: admin, body: JSON.stringify({ name: 'bench messages', plan: 'business' }) });
+    const key = await json(`${url}/admin/v1/tenants/${tenant.id}/api-keys`, { method: 'POST', headers: admin, body: JSON.stringify({ name: 'bench', preset: 'full_access' }) });
+    await json(`${url}/admin/v1/tenants/${tenant.id}/business-account`, { method: 'PUT', headers: admin,
+      body: JSON.stringify({ waba_id: `7${Date.now()}`, phone_number_id: `6${Date.now()}`, access_token: 'bench-token' }) });
+    const auth = { authorization: `Bearer ${key.key}` };
+    const templateName = `bench_${randomBytes(4).toString('hex')}`;
+    const template = await json(`${url}/api/v1/public/templates`, { method: 'POST', headers: auth, body: JSON.stringify({
+      template_name: templateName, language: 'en', category: 'UTILITY', components: [{ type: 'BODY', text: 'Hello {{1}}, your order {{2}} has shipped.' }] }) });
+    await json(`${url}/api/v1/public/templates/${template.id}/submit`, { method: 'POST', headers: auth, body: '{}' });
+    for (let i = 0; ; i++) {
+      const res = await fetch(`${url}/api/v1/public/templates/${template.id}`, { headers: auth });
+      if (res.ok) break;
+      if (i > 200) throw new Error('benchmark template was not approved');
+      await new Promise((r) => setTimeout(r, 50));
+    }
+
+    // BENCH_CALLBACKS=false isolates the send path (diagnostics only; the reported run keeps callbacks on).
+    const callbacks = process.env.BENCH_CALLBACKS !== 'false';
+    sandbox.state.config.callbacks = callbacks;
+
+    // The sandbox alone: the ceiling the service is compared with.
+    const capacity = await measureSandboxCapacityDetailed({ baseUrl: sandbox.baseUrl, seconds: Math.min(SECONDS, 5), concurrency: CONNECTIONS });
+
+    // Context: an authenticated, rate-limited one-query read on the same service and machine.
+    const baseline = await autocannon({ url: `${url}/api/v1/public/templates/${template.id}`, connections: CONNECTIONS, duration: 3, headers: auth });
+
+    await sendLoad(url, auth, templateName, 2); // warm-up: JIT, pools, caches
+    const before = await sql<{ n: number }>`SELECT count(*)::int AS n FROM messages WHERE tenant_id = ${tenant.id}`.execute(database.db);
+    const measured = await sendLoad(url, auth, templateName, SECONDS);
+
+    // Callbacks keep flowing after the load stops; wait until every accepted message reached read.
+    const drainStarted = Date.now();
+    let counts = { total: 0, read: 0, sent_or_later: 0 };
+    for (;;) {
+      const row = (await sql<{ total: number; read: number; later: number }>`
+        SELECT count(*)::int AS total, count(*) FILTER (WHERE status = 'read')::int AS read, count(*) FILTER (WHERE status_rank >= 1)::int AS later
+        FROM messages WHERE tenant_id = ${tenant.id} AND upstream_message_id IS NOT NULL`.execute(database.db)).rows[0];
+      counts = { total: row.total, read: row.read, sent_or_later: row.later };
+      if (!callbacks || row.read >= row.total || Date.now() - drainStarted > 60_000) break;
+      await new Promise((r) => setTimeout(r, 250));
+    }
+    const drainMs = Date.now() - drainStarted;
+    const events = (await sql<{ n: number }>`SELECT count(*)::int AS n FROM events WHERE tenant_id = ${tenant.id} AND type LIKE 'message.%'`.execute(database.db)).rows[0].n;
+
+    const ratio = Math.round((measured.sends_per_s / capacity.sendsPerSecond) * 100) / 100;
+    const result = {
+      seconds: SECONDS,
+      callbacks,
+      connections: CONNECTIONS,
+      sandbox_capacity_sends_per_s: capacity.sendsPerSecond,
+      sandbox_capacity_errors: capacity.errors,
+      api_sends_per_s: measured.sends_per_s,
+      api_sends_total: measured.total,
+      api_p50_ms: measured.p50_ms,
+      api_p99_ms: measured.p99_ms,
+      api_non_2xx: measured.non_2xx,
+      api_errors: measured.errors,
+      ratio_to_sandbox: ratio,
+      baseline_get_template_per_s: Math.round(baseline.requests.average),
+      baseline_get_template_p50_ms: baseline.latency.p50,
+      target_ratio: 0.5,
+      meets_target: ratio >= 0.5,
+      messages_stored: counts.total,
+      messages_before_measured_run: before.rows[0].n,
+      messages_read_after_drain: counts.read,
+      messages_sent_or_later: counts.sent_or_later,
+      message_status_events: events,
+      callback_drain_ms: drainMs,
+    };
+    console.log(`messages: ${measured.sends_per_s} sends/s through the API (p50 ${measured.p50_ms} ms, p99 ${measured.p99_ms} ms, non-2xx ${measured.non_2xx}) vs sandbox ${capacity.sendsPerSecond}/s = ${ratio} (target 0.5); GET /templates/{id} baseline ${Math.round(baseline.requests.average)}/s; ${counts.read}/${counts.total} read after ${drainMs} ms drain, ${events} status events`);
+    return result;
+  } finally {
+    await database.close();
+    if (service.exitCode === null) {
+      const exited = new Promise((r) => service.once('exit', r));
+      service.kill('SIGTERM');
+      await exited;
+    }
+    await sandbox.close();
+  }
+}
+
+// Run directly: `DATABASE_URL=... REDIS_URL=... npx tsx bench/messages.ts`.
+if (import.meta.url === `file://${process.argv[1]}`) {
+  console.log(JSON.stringify(await run(), null, 2));
+  process.exit(0);
+}

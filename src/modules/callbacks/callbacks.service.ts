@@ -1,0 +1,204 @@
+import { randomUUID } from 'node:crypto';
+import type { Logger } from 'pino';
+import type { Db, Tx } from '../../db/database.ts';
+import { recordEvents, type NewEvent } from '../../events/events.ts';
+import { findTenantByPhoneNumberId } from '../business-accounts/business-accounts.repository.ts';
+import { addCommunication } from '../contacts/communications.repository.ts';
+import { applyMessageStatuses, type AppliedStatus, type DeliveryStatus, type StatusUpdate } from '../messages/messages.statuses.ts';
+import type { TemplateStatusSync, TemplateStatusUpdate } from '../templates/templates.status-sync.ts';
+
+/** Shapes of the upstream's callback envelope (reference §7), as far as we read them. */
+interface Envelope {
+  object?: string;
+  entry?: { id?: string; changes?: { field?: string; value?: ChangeValue }[] }[];
+}
+interface ChangeValue extends TemplateStatusUpdate {
+  metadata?: { phone_number_id?: string };
+  statuses?: RawStatus[];
+  messages?: RawInbound[];
+}
+interface RawStatus {
+  id?: string; status?: string; timestamp?: string; recipient_id?: string; biz_opaque_callback_data?: string;
+  errors?: { code?: number; title?: string; message?: string }[];
+}
+interface RawInbound {
+  id?: string; from?: string; timestamp?: string; type?: string;
+  text?: { body?: string };
+  button?: { text?: string; payload?: string };
+  interactive?: { type?: string; button_reply?: { title?: string }; list_reply?: { title?: string }; nfm_reply?: { name?: string; body?: string; response_json?: string } };
+  image?: { caption?: string }; video?: { caption?: string }; document?: { caption?: string; filename?: string };
+}
+
+interface InboundMessage {
+  upstreamMessageId: string;
+  from: string | null;
+  type: string;
+  text: string | null;
+  timestamp: Date;
+  flow: { flowToken: string | null; response: Record<string, unknown> } | null;
+  raw: RawInbound;
+}
+
+/** Work for one tenant out of one callback POST. */
+interface TenantBatch {
+  statuses: StatusUpdate[];
+  inbound: InboundMessage[];
+}
+
+const DELIVERY_STATUSES = new Set(['sent', 'delivered', 'read', 'failed']);
+
+function toDate(unixSeconds: string | undefined): Date {
+  const n = Number(unixSeconds);
+  return Number.isFinite(n) && n > 0 ? new Date(n * 1000) : new Date();
+}
+
+function toStatusUpdate(s: RawStatus): StatusUpdate | null {
+  if (!s.id || !s.status || !DELIVERY_STATUSES.has(s.status)) return null; // e.g. `played` (voice) is not tracked
+  const error = s.errors?.[0];
+  return {
+    upstreamMessageId: s.id,
+    status: s.status as DeliveryStatus,
+    timestamp: toDate(s.timestamp),
+    callbackData: s.biz_opaque_callback_data ?? null,
+    error: s.status === 'failed' ? { code: Number(error?.code ?? 0), title: String(error?.title ?? error?.message ?? 'Unknown failure') } : null,
+  };
+}
+
+function parseFlowResponse(json: string | undefined): { flowToken: string | null; response: Record<string, unknown> } {
+  let parsed: unknown = {};
+  try { parsed = JSON.parse(json ?? '{}'); } catch { parsed = { raw: json ?? null }; }
+  const fields = (typeof parsed === 'object' && parsed !== null && !Array.isArray(parsed) ? parsed : { value: parsed }) as Record<string, unknown>;
+  const { flow_token: token, ...response } = fields;
+  return { flowToken: typeof token === 'string' ? token : null, response };
+}
+
+function toInbound(m: RawInbound): InboundMessage | null {
+  if (!m.id) return null;
+  const type = m.type ?? 'unknown';
+  const nfm = type === 'interactive' && m.interactive?.type === 'nfm_reply' ? m.interactive.nfm_reply : undefined;
+  const text = m.text?.body ?? m.button?.text ?? m.interactive?.button_reply?.title ?? m.interactive?.list_reply?.title ?? nfm?.body
+    ?? m.image?.caption ?? m.video?.caption ?? m.document?.caption ?? null;
+  return {
+    upstreamMessageId: m.id,
+    from: m.from ? (m.from.startsWith('+') ? m.from : `+${m.from}`) : null,
+    type,
+    text,
+    timestamp: toDate(m.timestamp),
+    flow: nfm ? parseFlowResponse(nfm.response_json) : null,
+    raw: m,
+  };
+}
+
+/**
+ * Processes one verified callback POST. Statuses and inbound messages are grouped per tenant
+ * (routed by metadata.phone_number_id to the tenant with that active account) and applied in one
+ * transaction per tenant, set-based; processing is idempotent because the upstream retries and
+ * duplicates. Template status changes are routed by the WABA id (entry.id).
+ */
+export class CallbacksService {
+  /** Called with every status a message moved to, inside the same transaction (campaign hook). */
+  private statusHooks: ((tx: Tx, tenantId: string, applied: AppliedStatus[]) => Promise<void>)[] = [];
+
+  /**
+   * phone_number_id -> tenant, kept for a moment: a busy number sends a callback batch every few
+   * milliseconds. Staleness is harmless here (a disconnected account's last statuses still land
+   * on its own messages), and the phone-number id is unique among active accounts.
+   */
+  private routes = new Map<string, { tenantId: string | undefined; until: number }>();
+
+  constructor(private db: Db, private templateSync: TemplateStatusSync, private logger?: Logger, private routeCacheMs = 2000) {}
+
+  private async tenantFor(phoneNumberId: string): Promise<{ tenantId: string | undefined; fresh: boolean }> {
+    const now = Date.now();
+    const cached = this.routes.get(phoneNumberId);
+    if (cached && cached.until > now) return { tenantId: cached.tenantId, fresh: false };
+    const tenantId = await findTenantByPhoneNumberId(this.db, phoneNumberId);
+    if (this.routes.size > 10_000) this.routes.clear();
+    this.routes.set(phoneNumberId, { tenantId, until: now + this.routeCacheMs });
+    return { tenantId, fresh: true };
+  }
+
+  onStatusesApplied(hook: (tx: Tx, tenantId: string, applied: AppliedStatus[]) => Promise<void>): void {
+    this.statusHooks.push(hook);
+  }
+
+  async process(envelope: Envelope): Promise<{ statuses: number; inbound: number; templates: number; ignored: number }> {
+    const byPhoneNumber = new Map<string, TenantBatch>();
+    let templates = 0;
+    let ignored = 0;
+    for (const entry of envelope.entry ?? []) {
+      for (const change of entry.changes ?? []) {
+        const value = change.value;
+        if (!value) continue;
+        if (change.field === 'message_template_status_update') {
+          if (entry.id) templates += await this.templateSync.applyCallback(String(entry.id), value);
+          continue;
+        }
+        if (change.field !== 'messages') { ignored++; continue; }
+        const phoneNumberId = value.metadata?.phone_number_id;
+        if (!phoneNumberId) { ignored++; continue; }
+        const batch = byPhoneNumber.get(phoneNumberId) ?? { statuses: [], inbound: [] };
+        for (const s of value.statuses ?? []) {
+          const update = toStatusUpdate(s);
+          if (update) batch.statuses.push(update);
+        }
+        for (const m of value.messages ?? []) {
+          const inbound = toInbound(m);
+          if (inbound) batch.inbound.push(inbound);
+        }
+        byPhoneNumber.set(phoneNumberId, batch);
+      }
+    }
+
+    let statuses = 0;
+    let inbound = 0;
+    for (const [phoneNumberId, batch] of byPhoneNumber) {
+      const { tenantId, fresh } = await this.tenantFor(phoneNumberId);
+      if (!tenantId) {
+        // Logged once per route-cache period per id, so a misrouted busy number cannot flood the log.
+        if (fresh) this.logger?.warn({ phone_number_id: phoneNumberId, statuses: batch.statuses.length, messages: batch.inbound.length }, 'upstream callback for an unknown phone number id; acknowledged, not processed');
+        ignored += batch.statuses.length + batch.inbound.length;
+        continue;
+      }
+      await this.db.transaction().execute(async (tx) => {
+        if (batch.statuses.length > 0) {
+          const { applied, unknown } = await applyMessageStatuses(tx, tenantId, batch.statuses);
+          if (unknown.length > 0) this.logger?.info({ tenant_id: tenantId, count: unknown.length }, 'status callbacks for messages this service did not send; ignored');
+          for (const hook of this.statusHooks) await hook(tx, tenantId, applied);
+          statuses += applied.length;
+        }
+        if (batch.inbound.length > 0) inbound += await this.recordInbound(tx, tenantId, batch.inbound);
+      });
+    }
+    return { statuses, inbound, templates, ignored };
+  }
+
+  /** Inserts inbound messages once (unique upstream id) and emits events only for the new ones. */
+  private async recordInbound(tx: Tx, tenantId: string, messages: InboundMessage[]): Promise<number> {
+    const phones = [...new Set(messages.flatMap((m) => (m.from ? [m.from] : [])))];
+    const contacts = phones.length === 0 ? [] : await tx.selectFrom('contacts').select(['id', 'phone'])
+      .where('tenant_id', '=', tenantId).where('phone', 'in', phones).where('deleted_at', 'is', null).execute();
+    const contactByPhone = new Map(contacts.map((c) => [c.phone, c.id]));
+    const unique = [...new Map(messages.map((m) => [m.upstreamMessageId, m])).values()];
+    const inserted = await tx.insertInto('inbound_messages')
+      .values(unique.map((m) => ({
+        id: randomUUID(), tenant_id: tenantId, upstream_message_id: m.upstreamMessageId, from_phone: m.from,
+        contact_id: m.from ? contactByPhone.get(m.from) ?? null : null, type: m.type, text: m.text, payload: JSON.stringify(m.raw), received_at: m.timestamp,
+      })))
+      .onConflict((oc) => oc.columns(['tenant_id', 'upstream_message_id']).doNothing())
+      .returning('upstream_message_id').execute();
+    const fresh = new Set(inserted.map((r) => r.upstream_message_id));
+    const events: NewEvent[] = [];
+    for (const m of unique) {
+      if (!fresh.has(m.upstreamMessageId)) continue;
+      const contactId = m.from ? contactByPhone.get(m.from) ?? null : null;
+      events.push({ type: 'message.received', data: { message_id: m.upstreamMessageId, from: m.from, contact_id: contactId, type: m.type, text: m.text, timestamp: m.timestamp.toISOString() } });
+      if (m.flow) {
+        events.push({ type: 'flow.submission_received', data: { message_id: m.upstreamMessageId, from: m.from, contact_id: contactId, flow_token: m.flow.flowToken, response: m.flow.response } });
+      }
+      if (contactId) await addCommunication(tx, tenantId, { contactId, direction: 'inbound', messageId: m.upstreamMessageId, summary: m.text ? m.text.slice(0, 500) : `[${m.type}]` });
+    }
+    await recordEvents(tx, tenantId, events);
+    return fresh.size;
+  }
+}

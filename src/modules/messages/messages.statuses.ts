@@ -1,0 +1,122 @@
+import { sql } from 'kysely';
+import type { Tx } from '../../db/database.ts';
+import { recordEvents, type NewEvent } from '../../events/events.ts';
+
+export type DeliveryStatus = 'sent' | 'delivered' | 'read' | 'failed';
+
+/** Status order: a message only moves forward; failed is final. */
+export const STATUS_RANK: Record<'accepted' | DeliveryStatus, number> = { accepted: 0, sent: 1, delivered: 2, read: 3, failed: 4 };
+
+export interface StatusUpdate {
+  upstreamMessageId: string;
+  status: DeliveryStatus;
+  timestamp: Date;
+  /** biz_opaque_callback_data: our message row id. */
+  callbackData: string | null;
+  error?: { code: number; title: string } | null;
+}
+
+/** One status a message moved to, with the row's identity (campaign code hooks in here). */
+export interface AppliedStatus {
+  messageRowId: string;
+  upstreamMessageId: string;
+  status: DeliveryStatus;
+  timestamp: Date;
+  to: string;
+  contactId: string | null;
+  campaignId: string | null;
+  templateName: string;
+  error: { code: number; title: string } | null;
+}
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+interface Row {
+  id: string; upstream_message_id: string | null; status: string; status_rank: number; to_phone: string;
+  contact_id: string | null; campaign_id: string | null; template_name: string;
+}
+
+/**
+ * Applies a batch of upstream status callbacks for one tenant, set-based: one locking read, one
+ * update, one event insert. Monotonic: a status at or below the stored one changes nothing and
+ * emits nothing (duplicates and late `delivered` after `read`); failed is final. Several steps for
+ * one message in the same batch each emit their event, in order. Messages are found by upstream
+ * id, or by our row id from biz_opaque_callback_data when the callback overtook the send response.
+ */
+export async function applyMessageStatuses(tx: Tx, tenantId: string, updates: StatusUpdate[]): Promise<{ applied: AppliedStatus[]; unknown: StatusUpdate[] }> {
+  if (updates.length === 0) return { applied: [], unknown: [] };
+  const wamids = [...new Set(updates.map((u) => u.upstreamMessageId))];
+  const rowIds = [...new Set(updates.flatMap((u) => (u.callbackData && UUID.test(u.callbackData) ? [u.callbackData] : [])))];
+  const { rows } = await sql<Row>`
+    SELECT id, upstream_message_id, status, status_rank, to_phone, contact_id, campaign_id, template_name
+    FROM messages
+    WHERE tenant_id = ${tenantId} AND (upstream_message_id = ANY(${wamids}::text[]) OR id = ANY(${rowIds}::uuid[]))
+    ORDER BY id FOR UPDATE`.execute(tx);
+  const byWamid = new Map(rows.filter((r) => r.upstream_message_id).map((r) => [r.upstream_message_id!, r]));
+  const byId = new Map(rows.map((r) => [r.id, r]));
+
+  const perRow = new Map<string, { row: Row; updates: StatusUpdate[] }>();
+  const unknown: StatusUpdate[] = [];
+  for (const u of updates) {
+    let row = byWamid.get(u.upstreamMessageId);
+    if (!row && u.callbackData) {
+      const candidate = byId.get(u.callbackData);
+      if (candidate && (candidate.upstream_message_id === null || candidate.upstream_message_id === u.upstreamMessageId)) row = candidate;
+    }
+    if (!row) { unknown.push(u); continue; }
+    const entry = perRow.get(row.id) ?? { row, updates: [] };
+    entry.updates.push(u);
+    perRow.set(row.id, entry);
+  }
+
+  const applied: AppliedStatus[] = [];
+  const changes: { id: string; wamid: string; status: DeliveryStatus; rank: number; sent: Date | null; delivered: Date | null; read: Date | null; failed: Date | null; code: number | null; title: string | null }[] = [];
+  for (const { row, updates: rowUpdates } of perRow.values()) {
+    let rank = row.status_rank;
+    const change = { id: row.id, wamid: rowUpdates[0].upstreamMessageId, status: row.status as DeliveryStatus, rank, sent: null as Date | null, delivered: null as Date | null, read: null as Date | null, failed: null as Date | null, code: null as number | null, title: null as string | null };
+    const ordered = [...rowUpdates].sort((a, b) => STATUS_RANK[a.status] - STATUS_RANK[b.status]);
+    for (const u of ordered) {
+      if (rank >= STATUS_RANK.failed || STATUS_RANK[u.status] <= rank) continue;
+      rank = STATUS_RANK[u.status];
+      change.status = u.status;
+      change.rank = rank;
+      change[u.status] = u.timestamp;
+      const error = u.status === 'failed' ? (u.error ?? { code: 0, title: 'Unknown failure' }) : null;
+      if (error) { change.code = error.code; change.title = error.title; }
+      applied.push({
+        messageRowId: row.id, upstreamMessageId: u.upstreamMessageId, status: u.status, timestamp: u.timestamp, to: row.to_phone,
+        contactId: row.contact_id, campaignId: row.campaign_id, templateName: row.template_name, error,
+      });
+    }
+    if (rank !== row.status_rank) changes.push(change);
+  }
+
+  if (changes.length > 0) {
+    const values = sql.join(changes.map((c) => sql`(${c.id}::uuid, ${c.wamid}::text, ${c.status}::text, ${c.rank}::smallint, ${c.sent}::timestamptz, ${c.delivered}::timestamptz, ${c.read}::timestamptz, ${c.failed}::timestamptz, ${c.code}::integer, ${c.title}::text)`));
+    await sql`
+      UPDATE messages AS m SET
+        status = v.status, status_rank = v.rank,
+        upstream_message_id = coalesce(m.upstream_message_id, v.wamid),
+        sent_at = coalesce(m.sent_at, v.sent_at), delivered_at = coalesce(m.delivered_at, v.delivered_at),
+        read_at = coalesce(m.read_at, v.read_at), failed_at = coalesce(m.failed_at, v.failed_at),
+        error_code = coalesce(v.code, m.error_code), error_title = coalesce(v.title, m.error_title),
+        updated_at = now()
+      FROM (VALUES ${values}) AS v(id, wamid, status, rank, sent_at, delivered_at, read_at, failed_at, code, title)
+      WHERE m.tenant_id = ${tenantId} AND m.id = v.id`.execute(tx);
+    await recordEvents(tx, tenantId, applied.map((a): NewEvent => ({ type: `message.${a.status}`, data: statusEventData(a) })));
+  }
+  return { applied, unknown };
+}
+
+export function statusEventData(a: AppliedStatus) {
+  return {
+    message_id: a.upstreamMessageId,
+    to: a.to,
+    status: a.status,
+    timestamp: a.timestamp.toISOString(),
+    contact_id: a.contactId,
+    campaign_id: a.campaignId,
+    template_name: a.templateName,
+    ...(a.error ? { error: { code: a.error.code, title: a.error.title } } : {}),
+  };
+}

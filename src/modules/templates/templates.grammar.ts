@@ -1,0 +1,247 @@
+import type { ValidationDetail } from '../../http/errors.ts';
+
+/**
+ * The upstream's template component grammar (reference §5), checked before a draft is stored so a
+ * draft that the upstream would refuse for its shape never reaches review. Pure: no I/O.
+ *
+ * Not checked here (left to the upstream's review): the placement rules of 2388293/2388299
+ * (variables at the start or end of the body, adjacent or too dense variables), examples, and the
+ * fixed shape of AUTHENTICATION templates.
+ */
+
+export type ComponentType = 'HEADER' | 'BODY' | 'FOOTER' | 'BUTTONS';
+export const HEADER_FORMATS = ['TEXT', 'IMAGE', 'VIDEO', 'DOCUMENT', 'LOCATION'] as const;
+export type HeaderFormat = (typeof HEADER_FORMATS)[number];
+export const BUTTON_TYPES = ['URL', 'PHONE_NUMBER', 'QUICK_REPLY'] as const;
+
+export const LIMITS = {
+  headerText: 60,
+  bodyText: 1024,
+  footerText: 60,
+  buttonText: 25,
+  buttons: 10,
+  urlButtons: 2,
+  phoneButtons: 1,
+  url: 2000,
+  phoneNumber: 20,
+} as const;
+
+export const TEMPLATE_NAME = /^[a-z0-9_]+$/;
+/** A language or language_REGION locale code as the upstream writes them: en, en_US, pt_BR, zh_Hant_HK... */
+export const LANGUAGE = /^[a-z]{2,3}(_[A-Za-z0-9]{2,4}){0,2}$/;
+
+/** What a send must fill, derived from the stored components. */
+export interface PlaceholderPlan {
+  header: { format: HeaderFormat; variables: number } | null;
+  body: number;
+  buttons: { index: number; type: string; variables: number }[];
+}
+
+const PLACEHOLDER = /\{\{(\d+)\}\}/g;
+// Anything that looks like a placeholder attempt: {{...}} with any content.
+const PLACEHOLDER_LIKE = /\{\{([^{}]*)\}\}/g;
+
+type Issue = Omit<ValidationDetail, 'loc'> & { loc: (string | number)[] };
+
+/** Placeholder numbers used in a text, in order of appearance (e.g. [1, 2, 1]). */
+export function placeholderNumbers(text: string): number[] {
+  return [...text.matchAll(PLACEHOLDER)].map((m) => Number(m[1]));
+}
+
+/** The number of distinct variables of a text ({{1}} twice counts once). */
+export function variableCount(text: string): number {
+  return new Set(placeholderNumbers(text)).size;
+}
+
+function checkPlaceholders(text: string, loc: (string | number)[], issues: Issue[]): number {
+  for (const m of text.matchAll(PLACEHOLDER_LIKE)) {
+    if (!/^[1-9]\d*$/.test(m[1])) {
+      issues.push({ type: 'placeholder', loc, msg: `Invalid placeholder "${m[0]}": variables are written {{1}}, {{2}}, ... numbered from 1`, input: text });
+      return 0;
+    }
+  }
+  const distinct = [...new Set(placeholderNumbers(text))].sort((a, b) => a - b);
+  const gap = distinct.findIndex((n, i) => n !== i + 1);
+  if (gap >= 0) {
+    const expected = gap + 1;
+    issues.push({ type: 'placeholder', loc, msg: `Placeholders must be numbered {{1}} to {{${distinct.length}}} without gaps; {{${expected}}} is missing`, input: text });
+  }
+  return distinct.length;
+}
+
+function isObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+function checkText(component: Record<string, unknown>, loc: (string | number)[], max: number, issues: Issue[], required = true): string | null {
+  const text = component.text;
+  if (text === undefined && !required) return null;
+  if (typeof text !== 'string' || text.trim().length === 0) {
+    issues.push({ type: text === undefined ? 'missing' : 'string_type', loc: [...loc, 'text'], msg: 'text is required and must be a non-empty string', input: text ?? null });
+    return null;
+  }
+  if (text.length > max) {
+    issues.push({ type: 'string_too_long', loc: [...loc, 'text'], msg: `text must be at most ${max} characters (got ${text.length})`, input: text });
+  }
+  return text;
+}
+
+function checkButtons(component: Record<string, unknown>, loc: (string | number)[], issues: Issue[]): PlaceholderPlan['buttons'] {
+  const buttons = component.buttons;
+  if (!Array.isArray(buttons) || buttons.length === 0) {
+    issues.push({ type: 'missing', loc: [...loc, 'buttons'], msg: 'BUTTONS needs a non-empty buttons array', input: buttons ?? null });
+    return [];
+  }
+  if (buttons.length > LIMITS.buttons) {
+    issues.push({ type: 'too_long', loc: [...loc, 'buttons'], msg: `at most ${LIMITS.buttons} buttons are allowed`, input: buttons.length });
+  }
+  const plan: PlaceholderPlan['buttons'] = [];
+  const counts: Record<string, number> = {};
+  buttons.forEach((button, index) => {
+    const bLoc = [...loc, 'buttons', index];
+    if (!isObject(button)) {
+      issues.push({ type: 'object_type', loc: bLoc, msg: 'each button must be an object', input: button });
+      return;
+    }
+    const type = button.type;
+    if (typeof type !== 'string' || !(BUTTON_TYPES as readonly string[]).includes(type)) {
+      issues.push({ type: 'enum', loc: [...bLoc, 'type'], msg: `button type must be one of ${BUTTON_TYPES.join(', ')}`, input: type ?? null });
+      return;
+    }
+    counts[type] = (counts[type] ?? 0) + 1;
+    const text = button.text;
+    if (typeof text !== 'string' || text.trim().length === 0 || text.length > LIMITS.buttonText) {
+      issues.push({ type: 'string_type', loc: [...bLoc, 'text'], msg: `button text is required, 1-${LIMITS.buttonText} characters`, input: text ?? null });
+    } else if (/\{\{[^{}]*\}\}/.test(text)) {
+      issues.push({ type: 'placeholder', loc: [...bLoc, 'text'], msg: 'button text cannot contain variables', input: text });
+    }
+    if (type === 'URL') {
+      const url = button.url;
+      if (typeof url !== 'string' || !/^https?:\/\/[^\s/$.?#][^\s]*$/i.test(url) || url.length > LIMITS.url) {
+        issues.push({ type: 'url', loc: [...bLoc, 'url'], msg: `URL button needs url, an http(s) URL of at most ${LIMITS.url} characters`, input: url ?? null });
+        return;
+      }
+      const before = issues.length;
+      const variables = checkPlaceholders(url, [...bLoc, 'url'], issues);
+      if (issues.length > before) return;
+      if (variables > 1 || (variables === 1 && !url.endsWith('{{1}}'))) {
+        issues.push({ type: 'placeholder', loc: [...bLoc, 'url'], msg: 'a URL button may have one variable, {{1}}, at the end of the url', input: url });
+        return;
+      }
+      plan.push({ index, type: 'url', variables });
+    } else if (type === 'PHONE_NUMBER') {
+      const phone = button.phone_number;
+      if (typeof phone !== 'string' || !/^\+?[1-9]\d{6,18}$/.test(phone.replace(/[\s()-]/g, '')) || phone.length > LIMITS.phoneNumber) {
+        issues.push({ type: 'phone', loc: [...bLoc, 'phone_number'], msg: 'PHONE_NUMBER button needs phone_number, an international number such as +15551234567', input: phone ?? null });
+      }
+      plan.push({ index, type: 'phone_number', variables: 0 });
+    } else {
+      plan.push({ index, type: 'quick_reply', variables: 0 });
+    }
+  });
+  if ((counts.URL ?? 0) > LIMITS.urlButtons) {
+    issues.push({ type: 'too_long', loc: [...loc, 'buttons'], msg: `at most ${LIMITS.urlButtons} URL buttons are allowed`, input: counts.URL });
+  }
+  if ((counts.PHONE_NUMBER ?? 0) > LIMITS.phoneButtons) {
+    issues.push({ type: 'too_long', loc: [...loc, 'buttons'], msg: `at most ${LIMITS.phoneButtons} PHONE_NUMBER button is allowed`, input: counts.PHONE_NUMBER });
+  }
+  return plan;
+}
+
+/**
+ * Validates template components. Returns the issues (empty when valid) with locations under
+ * `locPrefix` (e.g. ['body', 'components']) and, when valid, what a send has to fill.
+ */
+export function validateComponents(components: unknown, locPrefix: (string | number)[] = ['body', 'components']): { issues: ValidationDetail[]; plan: PlaceholderPlan | null } {
+  const issues: Issue[] = [];
+  if (!Array.isArray(components) || components.length === 0) {
+    issues.push({ type: 'missing', loc: locPrefix, msg: 'components must be a non-empty array with one BODY component', input: components ?? null });
+    return { issues, plan: null };
+  }
+  const plan: PlaceholderPlan = { header: null, body: 0, buttons: [] };
+  const seen = new Map<string, number>();
+  components.forEach((component, i) => {
+    const loc = [...locPrefix, i];
+    if (!isObject(component)) {
+      issues.push({ type: 'object_type', loc, msg: 'each component must be an object', input: component });
+      return;
+    }
+    const type = component.type;
+    if (typeof type !== 'string' || !['HEADER', 'BODY', 'FOOTER', 'BUTTONS'].includes(type)) {
+      issues.push({ type: 'enum', loc: [...loc, 'type'], msg: 'component type must be one of HEADER, BODY, FOOTER, BUTTONS', input: type ?? null });
+      return;
+    }
+    if (seen.has(type)) {
+      issues.push({ type: 'duplicate', loc: [...loc, 'type'], msg: `only one ${type} component is allowed (also at index ${seen.get(type)})`, input: type });
+      return;
+    }
+    seen.set(type, i);
+    switch (type as ComponentType) {
+      case 'HEADER': {
+        const format = component.format;
+        if (typeof format !== 'string' || !(HEADER_FORMATS as readonly string[]).includes(format)) {
+          issues.push({ type: 'enum', loc: [...loc, 'format'], msg: `HEADER format must be one of ${HEADER_FORMATS.join(', ')}`, input: format ?? null });
+          return;
+        }
+        if (format === 'TEXT') {
+          const text = checkText(component, loc, LIMITS.headerText, issues);
+          if (text === null) return;
+          const before = issues.length;
+          const variables = checkPlaceholders(text, [...loc, 'text'], issues);
+          if (issues.length === before && variables > 1) {
+            issues.push({ type: 'placeholder', loc: [...loc, 'text'], msg: 'a TEXT header may have at most one variable, {{1}}', input: text });
+          }
+          plan.header = { format, variables };
+        } else {
+          if (component.text !== undefined) {
+            issues.push({ type: 'extra', loc: [...loc, 'text'], msg: `text is only allowed on a TEXT header, not ${format}`, input: component.text });
+          }
+          plan.header = { format: format as HeaderFormat, variables: 0 };
+        }
+        return;
+      }
+      case 'BODY': {
+        const text = checkText(component, loc, LIMITS.bodyText, issues);
+        if (text !== null) plan.body = checkPlaceholders(text, [...loc, 'text'], issues);
+        return;
+      }
+      case 'FOOTER': {
+        const text = checkText(component, loc, LIMITS.footerText, issues);
+        if (text !== null && text.match(PLACEHOLDER_LIKE)) {
+          issues.push({ type: 'placeholder', loc: [...loc, 'text'], msg: 'FOOTER text cannot contain variables', input: text });
+        }
+        return;
+      }
+      case 'BUTTONS':
+        plan.buttons = checkButtons(component, loc, issues);
+        return;
+    }
+  });
+  if (!seen.has('BODY') && issues.length === 0) {
+    issues.push({ type: 'missing', loc: locPrefix, msg: 'a BODY component is required', input: null });
+  }
+  return issues.length === 0 ? { issues, plan } : { issues, plan: null };
+}
+
+/**
+ * The placeholder plan of stored (already validated) components. Tolerant of lower-case types,
+ * because templates synchronised from the upstream may be written either way.
+ */
+export function placeholderPlan(components: unknown[]): PlaceholderPlan {
+  const plan: PlaceholderPlan = { header: null, body: 0, buttons: [] };
+  for (const raw of components) {
+    if (!isObject(raw)) continue;
+    const type = String(raw.type ?? '').toUpperCase();
+    const text = typeof raw.text === 'string' ? raw.text : '';
+    if (type === 'HEADER') plan.header = { format: String(raw.format ?? 'TEXT').toUpperCase() as HeaderFormat, variables: variableCount(text) };
+    else if (type === 'BODY') plan.body = variableCount(text);
+    else if (type === 'BUTTONS' && Array.isArray(raw.buttons)) {
+      plan.buttons = raw.buttons.map((b, index) => {
+        const button = isObject(b) ? b : {};
+        const bType = String(button.type ?? '').toLowerCase();
+        return { index, type: bType, variables: bType === 'url' && typeof button.url === 'string' ? variableCount(button.url) : 0 };
+      });
+    }
+  }
+  return plan;
+}

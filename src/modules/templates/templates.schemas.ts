@@ -1,0 +1,30 @@
+import { Type, type Static } from 'typebox';
+import { PageOf } from '../../http/pagination.ts';
+
+export const CATEGORIES = ['MARKETING', 'UTILITY', 'AUTHENTICATION'] as const;
+
+export const Template = Type.Object({
+  id: Type.String(),
+  template_name: Type.String(),
+  language: Type.String(),
+  category: Type.String(),
+  status: Type.String(),
+  components: Type.Union([Type.Array(Type.Object({}, { additionalProperties: true })), Type.Null()]),
+  created_at: Type.String(),
+  updated_at: Type.Union([Type.String(), Type.Null()]),
+});
+export type Template = Static<typeof Template>;
+
+export const TemplateCreate = Type.Object({
+  // Name and language patterns are checked in the service, so every problem is reported at once
+  // with a message that states the rule.
+  template_name: Type.String({ minLength: 1, maxLength: 255 }),
+  language: Type.String({ minLength: 2, maxLength: 10 }),
+  category: Type.Union(CATEGORIES.map((c) => Type.Literal(c))),
+  // The component grammar (templates.grammar.ts) validates the items.
+  components: Type.Array(Type.Unknown(), { maxItems: 10 }),
+});
+export type TemplateCreate = Static<typeof TemplateCreate>;
+
+export const TemplatePage = PageOf(Template);
+export const IdParams = Type.Object({ id: Type.String() });

@@ -1,0 +1,102 @@
+import type { Logger } from 'pino';
+import type { Db } from '../../db/database.ts';
+import { AppError, notFound, type ValidationDetail } from '../../http/errors.ts';
+import { offsetOf, paginationFor, type PageQuery } from '../../http/pagination.ts';
+import type { UpstreamClient } from '../../upstream/types.ts';
+import { findActiveAccount, noActiveAccount, toUpstreamAccount } from '../business-accounts/business-accounts.repository.ts';
+import { upstreamFailure } from '../business-accounts/upstream-failures.ts';
+import { LANGUAGE, TEMPLATE_NAME, validateComponents } from './templates.grammar.ts';
+import { templatesRepository as repo, type TemplateRow, type TemplateStatus } from './templates.repository.ts';
+import type { Template, TemplateCreate } from './templates.schemas.ts';
+
+export function toTemplate(row: TemplateRow): Template {
+  return {
+    id: row.id,
+    template_name: row.template_name,
+    language: row.language,
+    category: row.category,
+    status: row.status,
+    components: (row.components ?? null) as Template['components'],
+    created_at: row.created_at.toISOString(),
+    updated_at: row.updated_at ? row.updated_at.toISOString() : null,
+  };
+}
+
+/**
+ * Upstream template statuses mapped to ours. PAUSED is kept as an internal `paused` status
+ * (not sendable, hidden like every non-approved template) because the upstream un-pauses
+ * templates; REINSTATED/UNPAUSED bring it back to approved. Statuses not listed change nothing.
+ */
+export function mapUpstreamTemplateStatus(upstream: string): TemplateStatus | null {
+  switch (upstream.toUpperCase()) {
+    case 'APPROVED': case 'REINSTATED': case 'UNPAUSED': return 'approved';
+    case 'PENDING': case 'IN_APPEAL': return 'pending';
+    case 'REJECTED': return 'rejected';
+    case 'PAUSED': return 'paused';
+    case 'DISABLED': case 'DELETED': case 'PENDING_DELETION': return 'disabled';
+    default: return null;
+  }
+}
+
+export class TemplatesService {
+  constructor(private db: Db, private upstream: UpstreamClient, private secretsKey: Buffer, private logger?: Logger) {}
+
+  async list(tenantId: string, page: PageQuery) {
+    const { rows, total } = await repo.listApproved(this.db, tenantId, page.limit, offsetOf(page));
+    return { data: rows.map(toTemplate), pagination: paginationFor(page.page, page.limit, total) };
+  }
+
+  /** Read endpoints show approved templates only. */
+  async get(tenantId: string, id: string): Promise<Template> {
+    const row = await repo.findById(this.db, tenantId, id);
+    if (!row || row.status !== 'approved') throw notFound('Template');
+    return toTemplate(row);
+  }
+
+  async create(tenantId: string, input: TemplateCreate): Promise<Template> {
+    const details: ValidationDetail[] = [];
+    if (!TEMPLATE_NAME.test(input.template_name)) {
+      details.push({ type: 'pattern', loc: ['body', 'template_name'], input: input.template_name,
+        msg: 'template_name may contain only lowercase letters, digits and underscores (1-255 characters here; the upstream allows up to 512)' });
+    }
+    if (!LANGUAGE.test(input.language)) {
+      details.push({ type: 'pattern', loc: ['body', 'language'], input: input.language,
+        msg: 'language must be a locale code such as en or en_US (language, optionally _REGION)' });
+    }
+    details.push(...validateComponents(input.components, ['body', 'components']).issues);
+    if (details.length > 0) {
+      throw new AppError('VALIDATION_ERROR', details.length === 1 ? details[0].msg : 'Template validation failed', { details });
+    }
+    return toTemplate(await repo.insertDraft(this.db, tenantId, {
+      template_name: input.template_name, language: input.language, category: input.category, components: input.components,
+    }));
+  }
+
+  /** draft -> pending: the components go to the upstream verbatim for review. */
+  async submit(tenantId: string, id: string): Promise<Template> {
+    const row = await repo.findById(this.db, tenantId, id);
+    if (!row) throw notFound('Template');
+    if (row.status === 'rejected') {
+      throw new AppError('VALIDATION_ERROR', 'A rejected template cannot be re-submitted; create a corrected draft as a new template');
+    }
+    if (row.status !== 'draft') throw new AppError('VALIDATION_ERROR', `Only draft templates can be submitted; this template is ${row.status}`);
+    const account = await findActiveAccount(this.db, tenantId);
+    if (!account) throw noActiveAccount();
+
+    const outcome = await this.upstream.createTemplate(toUpstreamAccount(account, this.secretsKey), {
+      name: row.template_name, language: row.language, category: row.category, components: row.components,
+    });
+    if (outcome.kind !== 'accepted') {
+      this.logger?.warn({ tenant_id: tenantId, template_id: id, outcome: outcome.kind }, 'template submission failed upstream');
+      throw upstreamFailure(outcome, 'submitting the template');
+    }
+    // The upstream may answer with a final status at once, and may reassign the category.
+    const status = mapUpstreamTemplateStatus(outcome.value.status) ?? 'pending';
+    const updated = await repo.markSubmitted(this.db, tenantId, id, outcome.value.id, status === 'approved' || status === 'rejected' ? status : 'pending',
+      CATEGORY_SET.has(outcome.value.category) ? outcome.value.category : null);
+    if (!updated) throw new AppError('CONFLICT', 'The template was submitted concurrently; re-read it');
+    return toTemplate(updated);
+  }
+}
+
+const CATEGORY_SET = new Set(['MARKETING', 'UTILITY', 'AUTHENTICATION']);

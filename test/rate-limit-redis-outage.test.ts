@@ -1,0 +1,155 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { createServer } from 'node:net';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { call, createTenant, eventually, hasPostgres, startTestApp, type TestApp } from './helpers/app.ts';
+import { RATE_LIMIT_HEADERS } from './helpers/expect.ts';
+
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const { port } = server.address() as { port: number };
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+/** A private redis-server this test may kill; the shared one stays untouched. */
+async function startRedis(port: number): Promise<ChildProcess> {
+  const child = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--daemonize', 'no'], { stdio: ['ignore', 'pipe', 'pipe'] });
+  await new Promise<void>((resolve, reject) => {
+    let out = '';
+    const timer = setTimeout(() => reject(new Error(`redis-server did not start: ${out}`)), 5000);
+    child.stdout!.on('data', (chunk) => {
+      out += chunk;
+      if (/Ready to accept connections/i.test(out)) { clearTimeout(timer); resolve(); }
+    });
+    child.once('exit', (code) => { clearTimeout(timer); reject(new Error(`redis-server exited with ${code}: ${out}`)); });
+  });
+  return child;
+}
+
+async function stopRedis(child: ChildProcess | undefined) {
+  if (!child || child.exitCode !== null || child.signalCode !== null) return;
+  const exited = new Promise((r) => child.once('exit', r));
+  child.kill('SIGKILL');
+  await exited;
+}
+
+const hasRedisServer = await new Promise<boolean>((resolve) => {
+  const probe = spawn('redis-server', ['--version']);
+  probe.once('error', () => resolve(false));
+  probe.once('exit', (code) => resolve(code === 0));
+});
+
+describe.skipIf(!hasPostgres || !hasRedisServer)('rate limits when Redis becomes unreachable (spec section 8)', () => {
+  let port: number;
+  let redis: ChildProcess | undefined;
+  let t: TestApp;
+  beforeAll(async () => {
+    port = await freePort();
+    redis = await startRedis(port);
+    t = await startTestApp({ REDIS_URL: `redis://127.0.0.1:${port}`, RATE_LIMIT_PER_MINUTE: '1000' });
+  });
+  afterAll(async () => {
+    await t?.close();
+    await stopRedis(redis);
+  });
+
+  it('allows requests without the headers and adds well under 50 ms while Redis is down, then resumes counting by itself', async () => {
+    const tenant = await createTenant(t.app);
+    for (let i = 1; i <= 3; i++) {
+      const res = await call(t.app, tenant, 'GET', '/contacts');
+      expect(res.statusCode).toBe(200);
+      for (const name of RATE_LIMIT_HEADERS) expect(res.headers[name]).toBeDefined();
+      expect(res.headers['x-ratelimit-remaining-minute']).toBe(String(1000 - i));
+    }
+    expect((await t.app.inject({ method: 'GET', url: '/readyz' })).json()).toMatchObject({ status: 'ready', redis: 'ok' });
+
+    await stopRedis(redis);
+    redis = undefined;
+
+    const durations: number[] = [];
+    for (let i = 0; i < 20; i++) {
+      const started = performance.now();
+      const res = await call(t.app, tenant, 'GET', '/contacts');
+      durations.push(performance.now() - started);
+      expect(res.statusCode).toBe(200);
+      for (const name of RATE_LIMIT_HEADERS) expect(res.headers[name], name).toBeUndefined();
+      expect(res.headers['retry-after']).toBeUndefined();
+    }
+    durations.sort((a, b) => a - b);
+    expect(durations[10]).toBeLessThan(50);
+    // The added latency itself: one counter call against the dead server.
+    for (let i = 0; i < 20; i++) {
+      const started = performance.now();
+      expect(await t.deps.rateCounter.hit(tenant.id, 1000)).toBeNull();
+      expect(performance.now() - started).toBeLessThan(25);
+    }
+    // Writes still work, the rest of the API does not depend on Redis.
+    const created = await call(t.app, tenant, 'POST', '/contacts', { first_name: 'Offline', phone: '+14155550123' });
+    expect(created.statusCode).toBe(201);
+    const ready = await t.app.inject({ method: 'GET', url: '/readyz' });
+    expect(ready.statusCode).toBe(200);
+    expect(ready.json()).toMatchObject({ status: 'ready', database: 'ok', redis: 'unavailable' });
+
+    redis = await startRedis(port);
+    const resumed = await eventually(async () => {
+      const res = await call(t.app, tenant, 'GET', '/contacts');
+      return res.headers['x-ratelimit-remaining-minute'] !== undefined ? res : null;
+    }, 10_000, 100);
+    expect(resumed.statusCode).toBe(200);
+    const next = await call(t.app, tenant, 'GET', '/contacts');
+    expect(Number(next.headers['x-ratelimit-remaining-minute'])).toBe(Number(resumed.headers['x-ratelimit-remaining-minute']) - 1);
+    expect((await t.app.inject({ method: 'GET', url: '/readyz' })).json()).toMatchObject({ redis: 'ok' });
+  });
+
+  it('a Redis that hangs (stopped process, like a partition): only the first request waits, then counting resumes', async () => {
+    const hungPort = await freePort();
+    const hung = await startRedis(hungPort);
+    const app = await startTestApp({ REDIS_URL: `redis://127.0.0.1:${hungPort}`, RATE_LIMIT_PER_MINUTE: '1000' });
+    try {
+      const tenant = await createTenant(app.app);
+      expect((await call(app.app, tenant, 'GET', '/contacts')).headers['x-ratelimit-remaining-minute']).toBe('999');
+      hung.kill('SIGSTOP');
+      const durations: number[] = [];
+      for (let i = 0; i < 20; i++) {
+        const started = performance.now();
+        const res = await call(app.app, tenant, 'GET', '/contacts');
+        durations.push(performance.now() - started);
+        expect(res.statusCode).toBe(200);
+        expect(res.headers['x-ratelimit-remaining-minute']).toBeUndefined();
+      }
+      // the first request discovers the outage (bounded by the 50 ms command timeout); the rest do not wait
+      expect(durations[0]).toBeLessThan(250);
+      const rest = durations.slice(1).sort((a, b) => a - b);
+      expect(rest[Math.floor(rest.length / 2)]).toBeLessThan(25);
+      hung.kill('SIGCONT');
+      const resumed = await eventually(async () => {
+        const res = await call(app.app, tenant, 'GET', '/contacts');
+        return res.headers['x-ratelimit-remaining-minute'] !== undefined ? res : null;
+      }, 10_000, 50);
+      expect(Number(resumed.headers['x-ratelimit-remaining-minute'])).toBeLessThan(999);
+    } finally {
+      await app.close();
+      hung.kill('SIGCONT');
+      await stopRedis(hung);
+    }
+  });
+
+  it('a Redis that is down at start: the app starts promptly and serves uncounted requests', async () => {
+    const deadPort = await freePort();
+    const started = Date.now();
+    const app = await startTestApp({ REDIS_URL: `redis://127.0.0.1:${deadPort}` });
+    try {
+      expect(Date.now() - started).toBeLessThan(5000);
+      const tenant = await createTenant(app.app);
+      const res = await call(app.app, tenant, 'GET', '/contacts');
+      expect(res.statusCode).toBe(200);
+      expect(res.headers['x-ratelimit-limit-minute']).toBeUndefined();
+    } finally {
+      await app.close();
+    }
+  });
+});

@@ -1,0 +1,199 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { adminHeaders, call, createTenant, eventually, hasPostgres } from './helpers/app.ts';
+import { templatesRepository } from '../src/modules/templates/templates.repository.ts';
+import {
+  BODY_TWO_VARS, createApprovedTemplate, createConnectedTenant, postCallback, sandboxControl, startUpstreamApp, uniqueTemplateName, type UpstreamTestApp,
+} from './helpers/upstream.ts';
+
+describe.skipIf(!hasPostgres)('templates', () => {
+  let t: UpstreamTestApp;
+  beforeAll(async () => { t = await startUpstreamApp({ TEMPLATE_POLL_INTERVAL_MS: '0' }); });
+  afterAll(async () => { await t?.close(); });
+
+  const draft = (overrides: Record<string, unknown> = {}) => ({
+    template_name: uniqueTemplateName(), language: 'en_US', category: 'MARKETING', components: BODY_TWO_VARS, ...overrides,
+  });
+
+  it('creates a draft (not readable until approved), submits it, and follows the approval callback', async () => {
+    const tenant = await createConnectedTenant(t.app);
+    const created = await call(t.app, tenant, 'POST', '/templates', draft());
+    expect(created.statusCode).toBe(201);
+    const template = created.json();
+    expect(template).toMatchObject({ status: 'draft', language: 'en_US', category: 'MARKETING', components: BODY_TWO_VARS, updated_at: null });
+    expect((await call(t.app, tenant, 'GET', `/templates/${template.id}`)).statusCode).toBe(404);
+    expect((await call(t.app, tenant, 'GET', '/templates')).json().data).toEqual([]);
+
+    const submitted = await call(t.app, tenant, 'POST', `/templates/${template.id}/submit`);
+    expect(submitted.statusCode).toBe(200);
+    expect(submitted.json().status).toBe('pending');
+
+    const approved = await eventually(async () => {
+      const got = await call(t.app, tenant, 'GET', `/templates/${template.id}`);
+      return got.statusCode === 200 ? got.json() : null;
+    });
+    expect(approved).toMatchObject({ id: template.id, status: 'approved', template_name: template.template_name });
+    const list = (await call(t.app, tenant, 'GET', '/templates?limit=10')).json();
+    expect(list.data.map((x: { id: string }) => x.id)).toEqual([template.id]);
+    expect(list.pagination).toEqual({ page: 1, limit: 10, total_items: 1, total_pages: 1, has_next: false, has_prev: false });
+    // No tenant event for template lifecycle changes.
+    const events = await t.deps.db.selectFrom('events').select('type').where('tenant_id', '=', tenant.id).execute();
+    expect(events).toEqual([]);
+    // A second submit of a non-draft is refused.
+    const again = await call(t.app, tenant, 'POST', `/templates/${template.id}/submit`);
+    expect(again.statusCode).toBe(400);
+  });
+
+  it('lists approved templates newest first with pagination', async () => {
+    const tenant = await createConnectedTenant(t.app);
+    const a = await createApprovedTemplate(t.app, tenant);
+    const b = await createApprovedTemplate(t.app, tenant);
+    const page1 = (await call(t.app, tenant, 'GET', '/templates?limit=1')).json();
+    expect(page1.data[0].id).toBe(b.id);
+    expect(page1.pagination).toMatchObject({ total_items: 2, total_pages: 2, has_next: true, has_prev: false });
+    const page2 = (await call(t.app, tenant, 'GET', '/templates?limit=1&page=2')).json();
+    expect(page2.data[0].id).toBe(a.id);
+  });
+
+  it('a rejected template cannot be submitted again', async () => {
+    const tenant = await createConnectedTenant(t.app);
+    const body = draft();
+    await sandboxControl(t.sandbox!, 'POST', '/__sandbox/templates/review', { name: body.template_name, language: body.language, status: 'REJECTED', reason: 'INVALID_FORMAT' });
+    const template = (await call(t.app, tenant, 'POST', '/templates', body)).json();
+    expect((await call(t.app, tenant, 'POST', `/templates/${template.id}/submit`)).statusCode).toBe(200);
+    await eventually(async () => {
+      const row = await t.deps.db.selectFrom('templates').selectAll().where('id', '=', template.id).executeTakeFirst();
+      return row?.status === 'rejected' ? row : null;
+    }).then((row) => expect(row.rejected_reason).toBe('INVALID_FORMAT'));
+    const again = await call(t.app, tenant, 'POST', `/templates/${template.id}/submit`);
+    expect(again.statusCode).toBe(400);
+    expect(again.json().error.message).toMatch(/rejected template cannot be re-submitted/);
+    expect((await call(t.app, tenant, 'GET', `/templates/${template.id}`)).statusCode).toBe(404);
+  });
+
+  it('an approved template later disabled (and paused) by the upstream disappears from reads', async () => {
+    const tenant = await createConnectedTenant(t.app);
+    const template = await createApprovedTemplate(t.app, tenant);
+    await sandboxControl(t.sandbox!, 'POST', '/__sandbox/templates/review', { name: template.template_name, language: 'en', status: 'PAUSED' });
+    await eventually(async () => (await call(t.app, tenant, 'GET', `/templates/${template.id}`)).statusCode === 404);
+    const paused = await t.deps.db.selectFrom('templates').select('status').where('id', '=', template.id).executeTakeFirstOrThrow();
+    expect(paused.status).toBe('paused');
+    await sandboxControl(t.sandbox!, 'POST', '/__sandbox/templates/review', { name: template.template_name, language: 'en', status: 'DISABLED' });
+    await eventually(async () => (await t.deps.db.selectFrom('templates').select('status').where('id', '=', template.id).executeTakeFirstOrThrow()).status === 'disabled');
+  });
+
+  it('validates names, languages, categories and components with details, writing nothing', async () => {
+    const tenant = await createConnectedTenant(t.app);
+    const bad = await call(t.app, tenant, 'POST', '/templates', draft({ template_name: 'Bad-Name', language: 'english', components: [{ type: 'BODY', text: 'Hi {{2}}' }] }));
+    expect(bad.statusCode).toBe(400);
+    const error = bad.json().error;
+    expect(error.code).toBe('VALIDATION_ERROR');
+    expect(error.details.map((d: { loc: unknown[] }) => d.loc)).toEqual([['body', 'template_name'], ['body', 'language'], ['body', 'components', 0, 'text']]);
+    for (const d of error.details) expect(Object.keys(d).sort()).toEqual(['input', 'loc', 'msg', 'type']);
+    expect((await call(t.app, tenant, 'POST', '/templates', draft({ category: 'PROMO' }))).statusCode).toBe(400);
+    expect((await call(t.app, tenant, 'POST', '/templates', draft({ template_name: 'x'.repeat(256) }))).statusCode).toBe(400);
+    expect((await call(t.app, tenant, 'POST', '/templates', draft({ components: [{ type: 'HEADER', format: 'TEXT', text: 'Hi' }] }))).statusCode).toBe(400);
+    expect((await call(t.app, tenant, 'POST', '/templates', draft({ components: [{ type: 'BODY', text: 'x' }, { type: 'FOOTER', text: '{{1}}' }] }))).statusCode).toBe(400);
+    const rows = await t.deps.db.selectFrom('templates').select('id').where('tenant_id', '=', tenant.id).execute();
+    expect(rows).toEqual([]);
+  });
+
+  it('answers 409 for a duplicate name and language, and allows another language', async () => {
+    const tenant = await createConnectedTenant(t.app);
+    const body = draft();
+    expect((await call(t.app, tenant, 'POST', '/templates', body)).statusCode).toBe(201);
+    const dup = await call(t.app, tenant, 'POST', '/templates', body);
+    expect(dup.statusCode).toBe(409);
+    expect(dup.json().error.code).toBe('CONFLICT');
+    expect((await call(t.app, tenant, 'POST', '/templates', { ...body, language: 'pt_BR' })).statusCode).toBe(201);
+  });
+
+  it('submit without an active business account answers 404 and keeps the draft', async () => {
+    const tenant = await createTenant(t.app);
+    const template = (await call(t.app, tenant, 'POST', '/templates', draft())).json();
+    const res = await call(t.app, tenant, 'POST', `/templates/${template.id}/submit`);
+    expect(res.statusCode).toBe(404);
+    expect(res.json().error.message).toBe('No active WABA account for this tenant');
+    const row = await t.deps.db.selectFrom('templates').select('status').where('id', '=', template.id).executeTakeFirstOrThrow();
+    expect(row.status).toBe('draft');
+  });
+
+  it('scopes: templates:read cannot create', async () => {
+    const tenant = await createTenant(t.app, { scopes: ['templates:read'] });
+    expect((await call(t.app, tenant, 'POST', '/templates', draft())).statusCode).toBe(403);
+    expect((await call(t.app, tenant, 'GET', '/templates')).statusCode).toBe(200);
+  });
+
+  it('cross-tenant: another tenant\'s template is 404 for read and submit', async () => {
+    const a = await createConnectedTenant(t.app);
+    const b = await createConnectedTenant(t.app);
+    const approved = await createApprovedTemplate(t.app, a);
+    const draftA = (await call(t.app, a, 'POST', '/templates', draft())).json();
+    expect((await call(t.app, b, 'GET', `/templates/${approved.id}`)).statusCode).toBe(404);
+    expect((await call(t.app, b, 'POST', `/templates/${draftA.id}/submit`)).statusCode).toBe(404);
+    expect((await call(t.app, b, 'GET', '/templates')).json().data).toEqual([]);
+  });
+
+  it('the fallback poller picks up an approval whose callback never came', async () => {
+    await sandboxControl(t.sandbox!, 'PUT', '/__sandbox/config', { callbacks: false });
+    try {
+      const tenant = await createConnectedTenant(t.app);
+      const template = (await call(t.app, tenant, 'POST', '/templates', draft())).json();
+      await call(t.app, tenant, 'POST', `/templates/${template.id}/submit`);
+      await eventually(async () => {
+        await t.deps.templateSync.pollOnce();
+        return (await call(t.app, tenant, 'GET', `/templates/${template.id}`)).statusCode === 200;
+      });
+    } finally {
+      await sandboxControl(t.sandbox!, 'PUT', '/__sandbox/config', { callbacks: true });
+    }
+  });
+
+  it('the poller paces itself: a template is not polled again within the interval', async () => {
+    await sandboxControl(t.sandbox!, 'PUT', '/__sandbox/config', { callbacks: false, review_ms: 60_000 });
+    try {
+      const tenant = await createConnectedTenant(t.app);
+      const template = (await call(t.app, tenant, 'POST', '/templates', draft())).json();
+      await call(t.app, tenant, 'POST', `/templates/${template.id}/submit`);
+      // Just submitted: not due under a one-minute interval.
+      const early = await templatesRepository.claimDueForPoll(t.deps.db, 60_000, 1000);
+      expect(early.map((r) => r.id)).not.toContain(template.id);
+      // Due under a zero interval, then stamped, so an immediate second claim with a real interval skips it.
+      await eventually(async () => (await templatesRepository.claimDueForPoll(t.deps.db, 0, 1000)).some((r) => r.id === template.id));
+      const again = await templatesRepository.claimDueForPoll(t.deps.db, 60_000, 1000);
+      expect(again.map((r) => r.id)).not.toContain(template.id);
+    } finally {
+      await sandboxControl(t.sandbox!, 'PUT', '/__sandbox/config', { callbacks: true, review_ms: 50 });
+    }
+  });
+
+  it('a template status callback applies to the WABA\'s template and is idempotent', async () => {
+    const tenant = await createConnectedTenant(t.app);
+    const template = await createApprovedTemplate(t.app, tenant);
+    const row = await t.deps.db.selectFrom('templates').selectAll().where('id', '=', template.id).executeTakeFirstOrThrow();
+    const payload = { object: 'whatsapp_business_account', entry: [{ id: tenant.wabaId, time: 1, changes: [{ field: 'message_template_status_update', value: {
+      event: 'DISABLED', message_template_id: /^\d+$/.test(row.upstream_id!) ? Number(row.upstream_id) : row.upstream_id, message_template_name: row.template_name, message_template_language: 'en', reason: 'NONE' } }] }] };
+    expect((await postCallback(t.app, payload)).statusCode).toBe(200);
+    expect((await postCallback(t.app, payload)).statusCode).toBe(200);
+    const after = await t.deps.db.selectFrom('templates').select('status').where('id', '=', template.id).executeTakeFirstOrThrow();
+    expect(after.status).toBe('disabled');
+    void adminHeaders;
+  });
+});
+
+describe.skipIf(!hasPostgres)('templates: request shapes', () => {
+  let t: UpstreamTestApp;
+  beforeAll(async () => { t = await startUpstreamApp(); });
+  afterAll(async () => { await t?.close(); });
+
+  it('submit accepts an empty JSON body; create still requires one; malformed JSON is 400', async () => {
+    const tenant = await createConnectedTenant(t.app);
+    const template = (await call(t.app, tenant, 'POST', '/templates', { template_name: uniqueTemplateName(), language: 'en', category: 'UTILITY', components: BODY_TWO_VARS })).json();
+    const submit = await t.app.inject({ method: 'POST', url: `/api/v1/public/templates/${template.id}/submit`, headers: { ...tenant.headers, 'content-type': 'application/json' }, payload: '' });
+    expect(submit.statusCode).toBe(200);
+    const empty = await t.app.inject({ method: 'POST', url: '/api/v1/public/templates', headers: { ...tenant.headers, 'content-type': 'application/json' }, payload: '' });
+    expect(empty.statusCode).toBe(400);
+    const malformed = await t.app.inject({ method: 'POST', url: '/api/v1/public/templates', headers: { ...tenant.headers, 'content-type': 'application/json' }, payload: '{"template_name":' });
+    expect(malformed.statusCode).toBe(400);
+    expect(malformed.json().error.code).toBe('VALIDATION_ERROR');
+  });
+});
