@@ -9,10 +9,12 @@ import { installValidators } from './http/validation.ts';
 import { requestIdFor } from './http/request-id.ts';
 import { adminRoutes } from './modules/admin/admin.routes.ts';
 import { callbackRoutes } from './modules/callbacks/callbacks.routes.ts';
+import { contactActivityRoutes } from './modules/contacts/activity.routes.ts';
 import { contactsRoutes } from './modules/contacts/contacts.routes.ts';
 import { mediaRoutes } from './modules/media/media.routes.ts';
 import { messagesRoutes } from './modules/messages/messages.routes.ts';
 import { templatesRoutes } from './modules/templates/templates.routes.ts';
+import { webhooksRoutes } from './modules/webhooks/webhooks.routes.ts';
 
 export const PUBLIC_PREFIX = '/api/v1/public';
 
@@ -72,6 +74,8 @@ export async function buildApp(deps: Deps): Promise<FastifyInstance> {
       rateLimitPerMinute: deps.config.rateLimitPerMinute,
     });
     await api.register(contactsRoutes, { contacts: deps.contacts });
+    await api.register(contactActivityRoutes, { activity: deps.contactActivity });
+    await api.register(webhooksRoutes, { webhooks: deps.webhooks });
     await api.register(templatesRoutes, { templates: deps.templates });
     await api.register(messagesRoutes, { messages: deps.messages });
     await api.register(mediaRoutes, { media: deps.media });

@@ -29,6 +29,18 @@ export interface Config {
   webhookTimeoutMs: number;
   webhookExtraCaFile: string | undefined;
   webhookAllowPrivateNetworks: boolean;
+  /** Whether this worker process runs the webhook deliverer (default true). */
+  webhookDeliveryEnabled: boolean;
+  /** A claimed delivery stays invisible to other workers this long; longer than the timeout so only a dead worker's claims expire. */
+  webhookLeaseMs: number;
+  /** Idle poll period of the deliverer (commit-to-delivery latency when idle is at most this). */
+  webhookPollMs: number;
+  /** Attempts in flight per worker process. */
+  webhookConcurrency: number;
+  /** Attempts in flight per endpoint (a slow endpoint holds at most this many slots). */
+  webhookEndpointConcurrency: number;
+  /** Slots retries may use; the rest is kept for first attempts so dead endpoints cannot starve fresh traffic. */
+  webhookRetryConcurrency: number;
   openapiEnabled: boolean;
   logLevel: string;
   seedDemo: boolean;
@@ -96,6 +108,23 @@ function devSecret(dataDir: string, name: string, make: () => string): string {
   return secrets[name];
 }
 
+function webhookWorkerConfig(env: Env) {
+  const timeout = int(env, 'WEBHOOK_TIMEOUT_MS', 10_000);
+  const leaseMs = int(env, 'WEBHOOK_LEASE_MS', timeout + 30_000);
+  if (leaseMs <= timeout) throw new ConfigError('WEBHOOK_LEASE_MS must be longer than WEBHOOK_TIMEOUT_MS (a live attempt must never lose its claim)');
+  const concurrency = int(env, 'WEBHOOK_CONCURRENCY', 64);
+  if (concurrency < 1) throw new ConfigError('WEBHOOK_CONCURRENCY must be at least 1');
+  const retryConcurrency = int(env, 'WEBHOOK_RETRY_CONCURRENCY', Math.max(1, Math.floor(concurrency / 2)));
+  return {
+    webhookDeliveryEnabled: bool(env, 'WEBHOOK_DELIVERY_ENABLED', true),
+    webhookLeaseMs: leaseMs,
+    webhookPollMs: int(env, 'WEBHOOK_POLL_MS', 100),
+    webhookConcurrency: concurrency,
+    webhookEndpointConcurrency: Math.max(1, int(env, 'WEBHOOK_ENDPOINT_CONCURRENCY', 8)),
+    webhookRetryConcurrency: Math.max(1, Math.min(retryConcurrency, concurrency)),
+  };
+}
+
 export function loadConfig(env: Env = process.env): Config {
   const production = env.NODE_ENV === 'production';
   if (production) {
@@ -134,6 +163,7 @@ export function loadConfig(env: Env = process.env): Config {
     webhookTimeoutMs: int(env, 'WEBHOOK_TIMEOUT_MS', 10_000),
     webhookExtraCaFile: env.WEBHOOK_EXTRA_CA_FILE || undefined,
     webhookAllowPrivateNetworks: bool(env, 'WEBHOOK_ALLOW_PRIVATE_NETWORKS', !production),
+    ...webhookWorkerConfig(env),
     openapiEnabled: bool(env, 'OPENAPI_ENABLED', !production),
     logLevel: env.LOG_LEVEL || 'info',
     seedDemo: bool(env, 'SEED_DEMO', !production),

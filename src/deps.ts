@@ -9,6 +9,9 @@ import { MemoryRateCounter, RedisRateCounter, type RateCounter } from './http/ra
 import { createLogger } from './logger.ts';
 import { AdminService } from './modules/admin/admin.service.ts';
 import { ContactsService } from './modules/contacts/contacts.service.ts';
+import { ContactActivityService } from './modules/contacts/activity.service.ts';
+import { WebhookSender } from './modules/webhooks/webhooks.sender.ts';
+import { WebhooksService } from './modules/webhooks/webhooks.service.ts';
 import { CallbacksService } from './modules/callbacks/callbacks.service.ts';
 import { MediaService } from './modules/media/media.service.ts';
 import { LocalDiskStorage } from './modules/media/media.storage.ts';
@@ -29,6 +32,11 @@ export interface Deps {
   idempotency: IdempotencyStore;
   admin: AdminService;
   contacts: ContactsService;
+  /** Contact notes, follow-ups and communication history (contact sub-resources). */
+  contactActivity: ContactActivityService;
+  /** Signed webhook HTTP attempts (SSRF guard, extra CA, timeout); shared by the test route and the deliverer. */
+  webhookSender: WebhookSender;
+  webhooks: WebhooksService;
   upstream: UpstreamClient;
   templates: TemplatesService;
   templateSync: TemplateStatusSync;
@@ -93,6 +101,9 @@ export async function createDeps(config: Config, logger: Logger = createLogger(c
   const db = database.db;
   const redis = config.redisUrl ? connectRedis(config.redisUrl, logger) : null;
   const upstream = createUpstreamClient({ baseUrl: upstreamBaseUrlFor(config, options), timeoutMs: config.upstreamTimeoutMs });
+  const webhookSender = new WebhookSender({
+    timeoutMs: config.webhookTimeoutMs, extraCaFile: config.webhookExtraCaFile, allowPrivateNetworks: config.webhookAllowPrivateNetworks,
+  });
   if (redis) await firstConnection(redis, 500);
   const templateSync = new TemplateStatusSync(db, upstream, config.secretsKey, { intervalMs: config.templatePollIntervalMs, batch: config.templatePollBatch }, logger);
   const media = new MediaService(db, new LocalDiskStorage(join(config.dataDir, 'media')), upstream, config.mediaUpstreamTtlMs);
@@ -108,6 +119,9 @@ export async function createDeps(config: Config, logger: Logger = createLogger(c
     admin: new AdminService(db, config.secretsKey),
     contacts: new ContactsService(db),
     upstream,
+    contactActivity: new ContactActivityService(db),
+    webhookSender,
+    webhooks: new WebhooksService(db, { secretsKey: config.secretsKey, allowPrivateNetworks: config.webhookAllowPrivateNetworks }, webhookSender),
     templates: new TemplatesService(db, upstream, config.secretsKey, logger),
     templateSync,
     media,
@@ -115,6 +129,7 @@ export async function createDeps(config: Config, logger: Logger = createLogger(c
     callbacks: new CallbacksService(db, templateSync, logger),
     async close() {
       redis?.disconnect();
+      await webhookSender.close();
       await upstream.close();
       await database.close();
     },

@@ -1,2 +1,2 @@
 // Public exports of the package for tenants' receivers and tooling.
-export {};
+export { verifyWebhookSignature, type VerifyWebhookSignatureInput } from './modules/webhooks/verify-signature.ts';

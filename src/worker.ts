@@ -1,10 +1,12 @@
 import type { Deps } from './deps.ts';
+import { WebhookDeliverer } from './workers/webhook-deliverer.ts';
 import { startLoops, type RunningLoops, type WorkerLoop } from './workers/loop.ts';
 
 /** Every background loop of the worker role. Each claims work through the database, never memory. */
 export function workerLoops(deps: Deps): WorkerLoop[] {
   return [
     { name: 'idempotency-sweeper', intervalMs: 60_000, runOnce: () => deps.idempotency.sweepExpired() },
+    ...(deps.config.webhookDeliveryEnabled ? [createWebhookDeliverer(deps).loop()] : []),
     // Fallback for lost template-status callbacks; paced per template by TEMPLATE_POLL_INTERVAL_MS.
     { name: 'template-status-poller', intervalMs: Math.max(1000, Math.min(deps.config.templatePollIntervalMs, 60_000)), runOnce: () => deps.templateSync.pollOnce() },
   ];
@@ -12,4 +14,17 @@ export function workerLoops(deps: Deps): WorkerLoop[] {
 
 export function startWorkers(deps: Deps): RunningLoops {
   return startLoops(workerLoops(deps), deps.config.workerPollMs, deps.logger);
+}
+
+export function createWebhookDeliverer(deps: Deps): WebhookDeliverer {
+  const c = deps.config;
+  return new WebhookDeliverer(deps.db, deps.webhookSender, {
+    secretsKey: c.secretsKey,
+    retryDelaysMs: c.webhookRetryDelaysMs,
+    leaseMs: c.webhookLeaseMs,
+    pollMs: c.webhookPollMs,
+    concurrency: c.webhookConcurrency,
+    endpointConcurrency: c.webhookEndpointConcurrency,
+    retryConcurrency: c.webhookRetryConcurrency,
+  }, deps.logger);
 }

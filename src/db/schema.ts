@@ -92,6 +92,65 @@ export interface IdempotencyKeysTable {
   locked_until: Timestamp | null;
 }
 
+export interface WebhookEndpointsTable {
+  id: string;
+  tenant_id: string;
+  url: string;
+  events: string[];
+  description: string | null;
+  is_active: Generated<boolean>;
+  signing_secret_enc: string;
+  consecutive_failures: Generated<number>;
+  last_success_at: Timestamp | null;
+  last_failure_at: Timestamp | null;
+  created_at: CreatedAt;
+  updated_at: Timestamp | null;
+  deleted_at: Timestamp | null;
+}
+
+export interface WebhookDeliveriesTable {
+  id: string;
+  tenant_id: string;
+  endpoint_id: string;
+  event_id: string;
+  event_type: string;
+  request_url: string;
+  payload: Buffer;
+  status: string;
+  attempt_number: Generated<number>;
+  next_attempt_at: Timestamp | null;
+  lease_until: Timestamp | null;
+  response_status_code: number | null;
+  response_time_ms: number | null;
+  response_body: string | null;
+  error_class: string | null;
+  error_message: string | null;
+  is_test: Generated<boolean>;
+  replay_of: string | null;
+  created_at: CreatedAt;
+  completed_at: Timestamp | null;
+}
+
+export interface ContactNotesTable {
+  id: string;
+  tenant_id: string;
+  contact_id: string;
+  content: string;
+  created_at: CreatedAt;
+}
+
+export interface ContactFollowupsTable {
+  id: string;
+  tenant_id: string;
+  contact_id: string;
+  title: string;
+  due_at: Timestamp;
+  done: Generated<boolean>;
+  notes: string | null;
+  created_at: CreatedAt;
+  updated_at: Timestamp | null;
+}
+
 export interface TemplatesTable {
   id: string;
   tenant_id: string;
@@ -169,6 +228,10 @@ export interface DB {
   contact_communications: ContactCommunicationsTable;
   events: EventsTable;
   idempotency_keys: IdempotencyKeysTable;
+  webhook_endpoints: WebhookEndpointsTable;
+  webhook_deliveries: WebhookDeliveriesTable;
+  contact_notes: ContactNotesTable;
+  contact_followups: ContactFollowupsTable;
   templates: TemplatesTable;
   media: MediaTable;
   messages: MessagesTable;

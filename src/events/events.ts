@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import { sql } from 'kysely';
 import type { Tx } from '../db/database.ts';
 
 export const EVENT_TYPES = [
@@ -13,18 +14,58 @@ export const EVENT_TYPES = [
 
 export type EventType = (typeof EVENT_TYPES)[number];
 
+const KNOWN_TYPES: ReadonlySet<string> = new Set(EVENT_TYPES);
+export const isEventType = (value: string): value is EventType => KNOWN_TYPES.has(value);
+
 export interface NewEvent {
   type: EventType;
   data: unknown;
 }
 
 /**
+ * The webhook envelope, serialised once. Built as text (not through jsonb, which reorders keys) so
+ * the bytes stored in every delivery row are exactly what receivers get on every attempt and replay.
+ */
+export function envelopeJson(id: string, type: string, createdAt: string, dataJson: string): string {
+  return `{"id":${JSON.stringify(id)},"type":${JSON.stringify(type)},"created_at":${JSON.stringify(createdAt)},"data":${dataJson}}`;
+}
+
+/**
  * Records events inside the caller's transaction, so they commit (or roll back) with the change
- * that caused them. Set-based: one statement however many events.
+ * that caused them, and fans them out to the tenant's webhook endpoints in the same transaction
+ * (transactional outbox). Set-based: two statements however many events (arrays are passed as
+ * parameters, so a batch is never limited by the 65,535-parameter cap): one insert into `events`,
+ * one INSERT ... SELECT creating a delivery row per (event, active subscribed endpoint).
  */
 export async function recordEvents(tx: Tx, tenantId: string, events: NewEvent[]): Promise<void> {
   if (events.length === 0) return;
-  await tx.insertInto('events')
-    .values(events.map((e) => ({ id: randomUUID(), tenant_id: tenantId, type: e.type, data: JSON.stringify(e.data) })))
-    .execute();
+  const createdAt = new Date().toISOString();
+  const ids: string[] = [];
+  const types: string[] = [];
+  const data: string[] = [];
+  const payloads: string[] = [];
+  for (const event of events) {
+    const id = randomUUID();
+    const json = JSON.stringify(event.data ?? null);
+    ids.push(id);
+    types.push(event.type);
+    data.push(json);
+    payloads.push(envelopeJson(id, event.type, createdAt, json));
+  }
+
+  await sql`
+    INSERT INTO events (id, tenant_id, type, data, created_at)
+    SELECT e.id, ${tenantId}::uuid, e.type, e.data, ${createdAt}::timestamptz
+    FROM unnest(${ids}::uuid[], ${types}::text[], ${data}::jsonb[]) AS e(id, type, data)
+  `.execute(tx);
+
+  // Inactive (auto-disabled or paused) and deleted endpoints get nothing. The join is driven by
+  // the tenant's few active endpoints (partial index webhook_endpoints_fanout).
+  await sql`
+    INSERT INTO webhook_deliveries (id, tenant_id, endpoint_id, event_id, event_type, request_url, payload, status, attempt_number, next_attempt_at)
+    SELECT gen_random_uuid(), ${tenantId}::uuid, w.id, e.id, e.type, w.url, convert_to(e.payload, 'UTF8'), 'pending', 0, now()
+    FROM unnest(${ids}::uuid[], ${types}::text[], ${payloads}::text[]) AS e(id, type, payload)
+    JOIN webhook_endpoints w
+      ON w.tenant_id = ${tenantId}::uuid AND w.is_active AND w.deleted_at IS NULL AND e.type = ANY (w.events)
+  `.execute(tx);
 }

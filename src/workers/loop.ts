@@ -6,6 +6,8 @@ export interface WorkerLoop {
   runOnce(): Promise<number>;
   /** Idle wait in ms; defaults to WORKER_POLL_MS. */
   intervalMs?: number;
+  /** Called once after the loop has stopped (lets work it started in the background finish). */
+  stop?(): Promise<void>;
 }
 
 export interface RunningLoops {
@@ -39,6 +41,7 @@ export function startLoops(loops: WorkerLoop[], defaultIntervalMs: number, logge
       stopping = true;
       for (const wake of [...wakeups]) wake();
       await Promise.all(runs);
+      await Promise.all(loops.map((loop) => loop.stop?.().catch((err) => logger.error({ err, loop: loop.name }, 'worker loop stop failed'))));
     },
   };
 }

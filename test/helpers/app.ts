@@ -39,6 +39,9 @@ export async function startTestApp(env: Record<string, string | undefined> = {},
     OPENAPI_ENABLED: 'false',
     DATABASE_URL: process.env.DATABASE_URL,
     REDIS_URL: process.env.REDIS_URL,
+    // Test files share one database and a deliverer claims every tenant's deliveries, so only the
+    // webhook delivery tests (which run their own receiver and timings) turn delivery on.
+    WEBHOOK_DELIVERY_ENABLED: 'false',
     ...env,
   });
   const logger = options.logStream

@@ -1,0 +1,51 @@
+import { randomUUID } from 'node:crypto';
+import type { Selectable } from 'kysely';
+import type { Queryable, Tx } from '../../db/database.ts';
+import type { ContactFollowupsTable } from '../../db/schema.ts';
+import { isUuid } from './contacts.repository.ts';
+
+export type FollowupRow = Selectable<ContactFollowupsTable>;
+
+export interface FollowupValues {
+  title: string;
+  due_at: string;
+  done?: boolean;
+  notes?: string | null;
+}
+
+export const followupsRepository = {
+  async insert(tx: Tx, tenantId: string, contactId: string, values: FollowupValues): Promise<FollowupRow> {
+    return tx.insertInto('contact_followups').values({ id: randomUUID(), tenant_id: tenantId, contact_id: contactId, ...values })
+      .returningAll().executeTakeFirstOrThrow();
+  },
+
+  async find(db: Queryable, tenantId: string, contactId: string, id: string): Promise<FollowupRow | undefined> {
+    if (!isUuid(id)) return undefined;
+    return db.selectFrom('contact_followups').selectAll()
+      .where('tenant_id', '=', tenantId).where('contact_id', '=', contactId).where('id', '=', id)
+      .executeTakeFirst();
+  },
+
+  async update(tx: Tx, tenantId: string, contactId: string, id: string, values: Partial<FollowupValues>): Promise<FollowupRow | undefined> {
+    return tx.updateTable('contact_followups').set({ ...values, updated_at: new Date() })
+      .where('tenant_id', '=', tenantId).where('contact_id', '=', contactId).where('id', '=', id)
+      .returningAll().executeTakeFirst();
+  },
+
+  async delete(tx: Tx, tenantId: string, contactId: string, id: string): Promise<FollowupRow | undefined> {
+    if (!isUuid(id)) return undefined;
+    return tx.deleteFrom('contact_followups')
+      .where('tenant_id', '=', tenantId).where('contact_id', '=', contactId).where('id', '=', id)
+      .returningAll().executeTakeFirst();
+  },
+
+  /** Soonest due first. */
+  async list(db: Queryable, tenantId: string, contactId: string, limit: number, offset: number) {
+    const base = db.selectFrom('contact_followups').where('tenant_id', '=', tenantId).where('contact_id', '=', contactId);
+    const [rows, count] = await Promise.all([
+      base.selectAll().orderBy('due_at', 'asc').orderBy('id', 'asc').limit(limit).offset(offset).execute(),
+      base.select((eb) => eb.fn.countAll<number>().as('n')).executeTakeFirstOrThrow(),
+    ]);
+    return { rows, total: Number(count.n) };
+  },
+};

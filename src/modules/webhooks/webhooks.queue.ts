@@ -1,0 +1,183 @@
+import { sql } from 'kysely';
+import type { Db, Queryable } from '../../db/database.ts';
+
+/**
+ * The delivery work queue: delivery rows themselves are the jobs. These queries are the one place
+ * that works across tenants (a worker serves every tenant); each row still carries its tenant_id and
+ * every write below is scoped by it.
+ */
+
+export const AUTO_DISABLE_AFTER = 20;
+
+export interface ClaimedDelivery {
+  id: string;
+  /** Physical address of the leased row version: recording the attempt is a TID lookup. */
+  ctid: string;
+  tenant_id: string;
+  endpoint_id: string;
+  event_type: string;
+  /**
+   * The stored envelope bytes as text: the envelope is built from JSON text, so it is valid UTF-8
+   * and the text re-encodes to exactly the stored bytes. Text parses far cheaper than bytea's hex.
+   */
+  payload: string;
+  attempt_number: number;
+  url: string;
+  signing_secret_enc: string;
+}
+
+export interface ClaimOptions {
+  /** First attempts (attempt_number 0) or retries: claimed separately so retries can be capped. */
+  kind: 'first' | 'retry';
+  limit: number;
+  /** In-flight attempts allowed per endpoint (per worker process). */
+  endpointCap: number;
+  /** This worker's attempts in flight per endpoint id; they reduce that endpoint's room. */
+  busy?: Map<string, number>;
+  leaseMs: number;
+}
+
+/**
+ * Claims due deliveries of active endpoints. For each endpoint with due work (random order, so no
+ * endpoint is systematically served last), locks at most `cap - busy` of its oldest due rows with
+ * SKIP LOCKED and leases them. A row whose lease expired (its worker died) is due again, with its
+ * attempt count unchanged: the lost attempt is not counted. Rows held back by the cap stay due and
+ * spend nothing. The cap is per worker process (n workers allow n x cap to one endpoint): counting
+ * other workers' leases would need an index on lease_until, which turns every claim from a HOT
+ * update into one that rewrites all six indexes (measured: claims ~2x slower).
+ */
+export async function claimDueDeliveries(db: Queryable, o: ClaimOptions): Promise<ClaimedDelivery[]> {
+  if (o.limit <= 0) return [];
+  const kind = o.kind === 'first' ? sql`d.attempt_number = 0` : sql`d.attempt_number > 0`;
+  const due = sql`d.status IN ('pending', 'retrying') AND d.next_attempt_at <= now() AND (d.lease_until IS NULL OR d.lease_until <= now()) AND ${kind}`;
+  const busyIds = [...(o.busy?.keys() ?? [])];
+  const busyCounts = busyIds.map((id) => o.busy!.get(id)!);
+  const result = await sql<ClaimedDelivery>`
+    WITH candidates AS (
+      SELECT e.id AS endpoint_id, e.url, e.signing_secret_enc, ${o.endpointCap}::int - coalesce(b.n, 0) AS room
+      FROM webhook_endpoints e
+      LEFT JOIN unnest(${busyIds}::uuid[], ${busyCounts}::int[]) AS b(id, n) ON b.id = e.id
+      -- No EXISTS pre-filter: it was planned as a semi join scanning every due row per endpoint
+      -- (92 endpoints x 20,000 due rows: 150 ms per claim). The lateral below is one index probe
+      -- per active endpoint, and endpoints with nothing due simply contribute no rows.
+      WHERE e.is_active AND e.deleted_at IS NULL
+    ),
+    picked AS (
+      SELECT d.id, d.ctid, c.url, c.signing_secret_enc
+      FROM (SELECT * FROM candidates WHERE room > 0 ORDER BY random()) c
+      CROSS JOIN LATERAL (
+        SELECT d.id, d.ctid FROM webhook_deliveries d
+        WHERE d.endpoint_id = c.endpoint_id AND ${due}
+        ORDER BY d.next_attempt_at
+        LIMIT c.room
+        FOR UPDATE SKIP LOCKED
+      ) d
+      LIMIT ${o.limit}
+    ),
+    -- The rows are locked by this statement, so their ctids are stable: leasing by ctid is a TID
+    -- scan whatever the statistics say. Joining on id was planned as a full index scan when the
+    -- table's statistics were stale (measured 78-190 ms per claim of 64 instead of ~1 ms).
+    leased AS (
+      UPDATE webhook_deliveries w SET lease_until = now() + ${o.leaseMs}::int * interval '1 millisecond'
+      WHERE w.ctid = ANY (ARRAY(SELECT ctid FROM picked))
+      RETURNING w.id, w.ctid::text AS ctid, w.tenant_id, w.endpoint_id, w.event_type, convert_from(w.payload, 'UTF8') AS payload, w.attempt_number
+    )
+    SELECT l.id, l.ctid, l.tenant_id, l.endpoint_id, l.event_type, l.payload, l.attempt_number, p.url, p.signing_secret_enc
+    FROM leased l JOIN picked p ON p.id = l.id
+  `.execute(db);
+  return result.rows;
+}
+
+export interface AttemptResult {
+  delivery: ClaimedDelivery;
+  ok: boolean;
+  statusCode: number | null;
+  responseTimeMs: number;
+  responseBody: string | null;
+  errorClass: string | null;
+  errorMessage: string | null;
+  /** Delay before the next attempt; null when this failure was the last attempt (abandoned). */
+  retryDelayMs: number | null;
+}
+
+/**
+ * Records a batch of finished attempts and their effect on each endpoint in ONE transaction, so the
+ * failure count can never disagree with the log. Rows are matched on their claimed attempt number:
+ * a result that arrives after its lease expired and another worker re-attempted is dropped.
+ * Results are in completion order, which decides what "consecutive" means within the batch.
+ */
+export async function recordAttemptResults(db: Db, results: AttemptResult[]): Promise<void> {
+  if (results.length === 0) return;
+  await db.transaction().execute(async (tx) => {
+    // Losing this commit in a database crash loses no delivery: the rows are still leased and are
+    // attempted again after the lease (at-least-once; receivers deduplicate on the event id). Not
+    // waiting for the WAL flush is what lets a worker record thousands of attempts per second.
+    await sql`SET LOCAL synchronous_commit = off`.execute(tx);
+    const updated = await sql<{ id: string }>`
+      UPDATE webhook_deliveries d SET
+        status = CASE WHEN v.ok THEN 'success' WHEN v.delay_ms IS NULL THEN 'abandoned' ELSE 'retrying' END,
+        attempt_number = v.prev_attempt + 1,
+        next_attempt_at = CASE WHEN v.ok OR v.delay_ms IS NULL THEN NULL ELSE now() + v.delay_ms * interval '1 millisecond' END,
+        lease_until = NULL,
+        request_url = v.url,
+        response_status_code = v.code,
+        response_time_ms = v.ms,
+        response_body = v.body,
+        error_class = v.eclass,
+        error_message = v.emsg,
+        completed_at = CASE WHEN v.ok OR v.delay_ms IS NULL THEN now() ELSE NULL END
+      FROM unnest(
+        ${results.map((r) => r.delivery.id)}::uuid[], ${results.map((r) => r.delivery.tenant_id)}::uuid[],
+        ${results.map((r) => r.delivery.attempt_number)}::int[], ${results.map((r) => r.ok)}::bool[],
+        ${results.map((r) => r.statusCode)}::int[], ${results.map((r) => r.responseTimeMs)}::int[],
+        ${results.map((r) => r.responseBody)}::text[], ${results.map((r) => r.errorClass)}::text[],
+        ${results.map((r) => r.errorMessage)}::text[], ${results.map((r) => r.retryDelayMs)}::bigint[],
+        ${results.map((r) => r.delivery.url)}::text[]
+      ) AS v(id, tenant_id, prev_attempt, ok, code, ms, body, eclass, emsg, delay_ms, url)
+      -- Rows are found by the ctid their lease returned (a TID scan, whatever the statistics say:
+      -- joining on id was planned as a table scan when statistics were stale, 275 ms per batch).
+      -- A row changed since (lease expired and re-claimed, endpoint deleted) has moved, and the
+      -- id/attempt checks below drop the stale result.
+      WHERE d.ctid = ANY (${results.map((r) => r.delivery.ctid)}::tid[])
+        AND d.id = v.id AND d.tenant_id = v.tenant_id AND d.attempt_number = v.prev_attempt AND d.status IN ('pending', 'retrying')
+      RETURNING d.id
+    `.execute(tx);
+    const recorded = new Set(updated.rows.map((r) => r.id));
+
+    const perEndpoint = new Map<string, { tenantId: string; hadSuccess: boolean; trailingFailures: number; failures: number }>();
+    for (const r of results) {
+      if (!recorded.has(r.delivery.id)) continue;
+      const s = perEndpoint.get(r.delivery.endpoint_id) ?? { tenantId: r.delivery.tenant_id, hadSuccess: false, trailingFailures: 0, failures: 0 };
+      if (r.ok) {
+        s.hadSuccess = true;
+        s.trailingFailures = 0;
+      } else {
+        s.failures += 1;
+        s.trailingFailures += 1;
+      }
+      perEndpoint.set(r.delivery.endpoint_id, s);
+    }
+    if (perEndpoint.size === 0) return;
+    // Lock endpoint rows in id order: concurrent flushers touching the same endpoints never deadlock.
+    const ids = [...perEndpoint.keys()].sort();
+    const entries = ids.map((id) => ({ id, ...perEndpoint.get(id)! }));
+    await sql`SELECT id FROM webhook_endpoints WHERE id = ANY (${ids}::uuid[]) ORDER BY id FOR UPDATE`.execute(tx);
+    await sql`
+      UPDATE webhook_endpoints e SET
+        consecutive_failures = n.count,
+        is_active = e.is_active AND n.count < ${AUTO_DISABLE_AFTER},
+        updated_at = CASE WHEN e.is_active AND n.count >= ${AUTO_DISABLE_AFTER} THEN now() ELSE e.updated_at END,
+        last_success_at = CASE WHEN n.had_success THEN now() ELSE e.last_success_at END,
+        last_failure_at = CASE WHEN n.failures > 0 THEN now() ELSE e.last_failure_at END
+      FROM (
+        SELECT v.*, CASE WHEN v.had_success THEN v.trailing_failures ELSE w.consecutive_failures + v.failures END AS count
+        FROM unnest(
+          ${entries.map((e) => e.id)}::uuid[], ${entries.map((e) => e.tenantId)}::uuid[], ${entries.map((e) => e.hadSuccess)}::bool[],
+          ${entries.map((e) => e.trailingFailures)}::int[], ${entries.map((e) => e.failures)}::int[]
+        ) AS v(id, tenant_id, had_success, trailing_failures, failures)
+        JOIN webhook_endpoints w ON w.id = v.id AND w.tenant_id = v.tenant_id
+      ) n
+      WHERE e.id = n.id AND e.tenant_id = n.tenant_id
+    `.execute(tx);
+  });
+}

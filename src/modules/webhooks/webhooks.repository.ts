@@ -1,0 +1,139 @@
+import { randomUUID } from 'node:crypto';
+import { sql, type Selectable } from 'kysely';
+import type { Queryable, Tx } from '../../db/database.ts';
+import type { WebhookDeliveriesTable, WebhookEndpointsTable } from '../../db/schema.ts';
+import { isUuid } from '../contacts/contacts.repository.ts';
+import type { DeliveryStatus } from './webhooks.schemas.ts';
+
+export type EndpointRow = Selectable<WebhookEndpointsTable>;
+export type DeliveryRow = Omit<Selectable<WebhookDeliveriesTable>, 'payload'>;
+
+/** Every column but the payload: listings never need the bytes. */
+const DELIVERY_COLUMNS = [
+  'id', 'tenant_id', 'endpoint_id', 'event_id', 'event_type', 'request_url', 'status', 'attempt_number', 'next_attempt_at',
+  'lease_until', 'response_status_code', 'response_time_ms', 'response_body', 'error_class', 'error_message', 'is_test',
+  'replay_of', 'created_at', 'completed_at',
+] as const;
+
+export interface EndpointValues {
+  url: string;
+  events: string[];
+  description: string | null;
+  is_active: boolean;
+  signing_secret_enc: string;
+}
+
+export interface TestAttemptRecord {
+  id: string;
+  endpointId: string;
+  eventId: string;
+  url: string;
+  payload: Buffer;
+  ok: boolean;
+  statusCode: number | null;
+  responseTimeMs: number;
+  responseBody: string | null;
+  errorClass: string | null;
+  errorMessage: string | null;
+}
+
+export const webhooksRepository = {
+  async insertEndpoint(db: Queryable, tenantId: string, values: EndpointValues): Promise<EndpointRow> {
+    return db.insertInto('webhook_endpoints').values({ id: randomUUID(), tenant_id: tenantId, ...values })
+      .returningAll().executeTakeFirstOrThrow();
+  },
+
+  async findEndpoint(db: Queryable, tenantId: string, id: string): Promise<EndpointRow | undefined> {
+    if (!isUuid(id)) return undefined;
+    return db.selectFrom('webhook_endpoints').selectAll()
+      .where('tenant_id', '=', tenantId).where('id', '=', id).where('deleted_at', 'is', null)
+      .executeTakeFirst();
+  },
+
+  async listEndpoints(db: Queryable, tenantId: string): Promise<EndpointRow[]> {
+    return db.selectFrom('webhook_endpoints').selectAll()
+      .where('tenant_id', '=', tenantId).where('deleted_at', 'is', null)
+      .orderBy('created_at', 'desc').orderBy('id', 'desc')
+      .execute();
+  },
+
+  async updateEndpoint(db: Queryable, tenantId: string, id: string, changes: Partial<EndpointValues> & { consecutive_failures?: number }): Promise<EndpointRow | undefined> {
+    if (!isUuid(id)) return undefined;
+    return db.updateTable('webhook_endpoints').set({ ...changes, updated_at: new Date() })
+      .where('tenant_id', '=', tenantId).where('id', '=', id).where('deleted_at', 'is', null)
+      .returningAll().executeTakeFirst();
+  },
+
+  /** Soft delete; its open deliveries are closed as failed so nothing more is sent to it. */
+  async softDeleteEndpoint(tx: Tx, tenantId: string, id: string): Promise<boolean> {
+    if (!isUuid(id)) return false;
+    const row = await tx.updateTable('webhook_endpoints').set({ deleted_at: new Date(), updated_at: new Date(), is_active: false })
+      .where('tenant_id', '=', tenantId).where('id', '=', id).where('deleted_at', 'is', null)
+      .returning('id').executeTakeFirst();
+    if (!row) return false;
+    await tx.updateTable('webhook_deliveries')
+      .set({ status: 'failed', error_class: 'endpoint_deleted', error_message: 'Endpoint deleted before the delivery completed', next_attempt_at: null, completed_at: new Date() })
+      .where('tenant_id', '=', tenantId).where('endpoint_id', '=', id).where('status', 'in', ['pending', 'retrying'])
+      .execute();
+    return true;
+  },
+
+  async listDeliveries(db: Queryable, tenantId: string, filter: { endpointId?: string; status?: DeliveryStatus }, limit: number, offset: number) {
+    let query = db.selectFrom('webhook_deliveries').where('tenant_id', '=', tenantId);
+    if (filter.endpointId) query = query.where('endpoint_id', '=', filter.endpointId);
+    if (filter.status) query = query.where('status', '=', filter.status);
+    const [rows, count] = await Promise.all([
+      query.select(DELIVERY_COLUMNS).orderBy('created_at', 'desc').orderBy('id', 'desc').limit(limit).offset(offset).execute(),
+      query.select((eb) => eb.fn.countAll<number>().as('n')).executeTakeFirstOrThrow(),
+    ]);
+    return { rows: rows as DeliveryRow[], total: Number(count.n) };
+  },
+
+  async findDeliveryWithPayload(db: Queryable, tenantId: string, id: string) {
+    if (!isUuid(id)) return undefined;
+    return db.selectFrom('webhook_deliveries').selectAll()
+      .where('tenant_id', '=', tenantId).where('id', '=', id)
+      .executeTakeFirst();
+  },
+
+  /** A new pending row carrying the original event id and payload bytes; the original is untouched. */
+  async insertReplay(db: Queryable, tenantId: string, original: Selectable<WebhookDeliveriesTable>, url: string): Promise<string> {
+    const id = randomUUID();
+    await db.insertInto('webhook_deliveries').values({
+      id, tenant_id: tenantId, endpoint_id: original.endpoint_id, event_id: original.event_id, event_type: original.event_type,
+      request_url: url, payload: original.payload, status: 'pending', attempt_number: 0, next_attempt_at: new Date(), replay_of: original.id,
+    }).execute();
+    return id;
+  },
+
+  /** One index-only aggregate over (tenant_id, status). */
+  async deliveryCounts(db: Queryable, tenantId: string) {
+    return db.selectFrom('webhook_deliveries').where('tenant_id', '=', tenantId)
+      .select((eb) => [
+        eb.fn.countAll<number>().as('total'),
+        sql<number>`count(*) FILTER (WHERE status = 'success')`.as('success'),
+        sql<number>`count(*) FILTER (WHERE status = 'retrying')`.as('retrying'),
+        sql<number>`count(*) FILTER (WHERE status = 'abandoned')`.as('abandoned'),
+        sql<number>`count(*) FILTER (WHERE status = 'pending')`.as('pending'),
+        sql<number>`count(*) FILTER (WHERE status = 'failed')`.as('failed'),
+      ])
+      .executeTakeFirstOrThrow();
+  },
+
+  /**
+   * Records a test attempt in the log. A success clears the failure count (and stamps
+   * last_success_at); a failure leaves the endpoint untouched: it never counts toward the threshold.
+   */
+  async recordTestAttempt(tx: Tx, tenantId: string, r: TestAttemptRecord): Promise<EndpointRow | undefined> {
+    await tx.insertInto('webhook_deliveries').values({
+      id: r.id, tenant_id: tenantId, endpoint_id: r.endpointId, event_id: r.eventId, event_type: 'webhook.test', request_url: r.url,
+      payload: r.payload, status: r.ok ? 'success' : 'failed', attempt_number: 1, response_status_code: r.statusCode,
+      response_time_ms: r.responseTimeMs, response_body: r.responseBody, error_class: r.errorClass, error_message: r.errorMessage,
+      is_test: true, completed_at: new Date(),
+    }).execute();
+    if (!r.ok) return undefined;
+    return tx.updateTable('webhook_endpoints').set({ consecutive_failures: 0, last_success_at: new Date() })
+      .where('tenant_id', '=', tenantId).where('id', '=', r.endpointId)
+      .returningAll().executeTakeFirst();
+  },
+};

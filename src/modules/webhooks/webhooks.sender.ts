@@ -1,0 +1,144 @@
+import { randomUUID } from 'node:crypto';
+import type { LookupAddress, LookupOptions } from 'node:dns';
+import { readFileSync } from 'node:fs';
+import { rootCertificates } from 'node:tls';
+import { Agent, request } from 'undici';
+import { deliveryHeaders } from './webhooks.signer.ts';
+import { DestinationRefusedError, hostOf, resolveDestination } from './webhooks.ssrf.ts';
+
+export const RESPONSE_BODY_CHARS = 500;
+/** Only the first 500 characters are kept; reading further would let a receiver make us buffer gigabytes. */
+const RESPONSE_READ_CAP_BYTES = 16 * 1024;
+
+export type ErrorClass = 'http_status' | 'timeout' | 'tls' | 'dns' | 'connection' | 'destination_refused' | 'invalid_url';
+
+/** The outcome of one attempt, as a value: only bugs throw. */
+export type AttemptOutcome =
+  | { ok: true; statusCode: number; responseTimeMs: number; responseBody: string | null }
+  | { ok: false; statusCode: number | null; responseTimeMs: number; responseBody: string | null; errorClass: ErrorClass; errorMessage: string };
+
+export interface AttemptRequest {
+  url: string;
+  endpointId: string;
+  eventType: string;
+  /** Exact body bytes (a string is sent as its UTF-8 encoding, and signed the same way). */
+  payload: Uint8Array | string;
+  secret: string;
+  /** X-Service-Delivery-ID: unique per attempt; generated when omitted. */
+  attemptId?: string;
+}
+
+export interface SenderOptions {
+  timeoutMs: number;
+  extraCaFile?: string;
+  allowPrivateNetworks: boolean;
+}
+
+type LookupCallback = (err: NodeJS.ErrnoException | null, address: string | LookupAddress[], family?: number) => void;
+
+/**
+ * dns.lookup replacement for the delivery Agent (private networks disallowed): resolves through the
+ * SSRF guard, so the socket connects to exactly the addresses that were checked (no DNS rebinding
+ * between check and connect).
+ */
+export function guardedLookup(hostname: string, lookupOptions: LookupOptions, callback: LookupCallback): void {
+  resolveDestination(hostname, false).then(
+    (addresses) => {
+      const wanted = lookupOptions.family === 4 || lookupOptions.family === 6 ? addresses.filter((a) => a.family === lookupOptions.family) : addresses;
+      if (wanted.length === 0) return callback(Object.assign(new Error(`no IPv${lookupOptions.family} address for ${hostname}`), { code: 'ENOTFOUND' }), '', 0);
+      if (lookupOptions.all) return callback(null, wanted);
+      callback(null, wanted[0].address, wanted[0].family);
+    },
+    (err) => callback(err, '', 0),
+  );
+}
+
+/**
+ * Sends signed webhook attempts. One keep-alive Agent for all endpoints; TLS always verified (an
+ * extra CA may be added for self-signed receivers); redirects are never followed (undici's request
+ * does not follow them without the redirect interceptor). Unless private networks are allowed,
+ * every new connection resolves its host through the SSRF guard and connects to the very address
+ * the guard accepted (connect.lookup), and every attempt re-checks the destination first.
+ */
+export class WebhookSender {
+  private agent: Agent;
+
+  constructor(private options: SenderOptions) {
+    const ca = options.extraCaFile ? [...rootCertificates, readFileSync(options.extraCaFile, 'utf8')] : undefined;
+    const allowPrivate = options.allowPrivateNetworks;
+    this.agent = new Agent({
+      connect: {
+        ...(ca ? { ca } : {}),
+        rejectUnauthorized: true,
+        timeout: options.timeoutMs,
+        ...(allowPrivate ? {} : { lookup: guardedLookup as never }),
+      },
+      keepAliveTimeout: 4_000,
+      headersTimeout: options.timeoutMs,
+      bodyTimeout: options.timeoutMs,
+    });
+  }
+
+  async attempt(req: AttemptRequest): Promise<AttemptOutcome> {
+    const started = performance.now();
+    const elapsed = () => Math.round(performance.now() - started);
+    let url: URL;
+    try {
+      url = new URL(req.url);
+      if (url.protocol !== 'https:') throw new Error('webhook URL must use https');
+    } catch (err) {
+      return { ok: false, statusCode: null, responseTimeMs: 0, responseBody: null, errorClass: 'invalid_url', errorMessage: (err as Error).message };
+    }
+    const signal = AbortSignal.timeout(this.options.timeoutMs);
+    try {
+      if (!this.options.allowPrivateNetworks) await resolveDestination(hostOf(url), false);
+      const headers = deliveryHeaders({
+        secret: req.secret, eventType: req.eventType, attemptId: req.attemptId ?? randomUUID(), endpointId: req.endpointId, body: req.payload,
+      });
+      const response = await request(url, { method: 'POST', headers, body: req.payload, dispatcher: this.agent, signal });
+      const responseBody = await readCapped(response.body);
+      const statusCode = response.statusCode;
+      if (statusCode >= 200 && statusCode < 300) return { ok: true, statusCode, responseTimeMs: elapsed(), responseBody };
+      return { ok: false, statusCode, responseTimeMs: elapsed(), responseBody, errorClass: 'http_status', errorMessage: `Endpoint answered HTTP ${statusCode}` };
+    } catch (err) {
+      const { errorClass, errorMessage } = classify(err, signal, this.options.timeoutMs);
+      return { ok: false, statusCode: null, responseTimeMs: elapsed(), responseBody: null, errorClass, errorMessage };
+    }
+  }
+
+  async close(): Promise<void> {
+    await this.agent.close();
+  }
+}
+
+async function readCapped(body: AsyncIterable<Buffer> & { destroy(): void }): Promise<string | null> {
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of body) {
+    chunks.push(chunk);
+    size += chunk.length;
+    if (size >= RESPONSE_READ_CAP_BYTES) {
+      body.destroy();
+      break;
+    }
+  }
+  if (size === 0) return null;
+  return Buffer.concat(chunks).toString('utf8').slice(0, RESPONSE_BODY_CHARS);
+}
+
+const TLS_CODES = /CERT|SSL|TLS|SELF_SIGNED|UNABLE_TO_(GET|VERIFY)|HOSTNAME|ERR_TLS/i;
+
+function classify(err: unknown, signal: AbortSignal, timeoutMs: number): { errorClass: ErrorClass; errorMessage: string } {
+  const e = err as { code?: string; name?: string; message?: string; cause?: { code?: string; message?: string } };
+  const code = e.code ?? e.cause?.code ?? '';
+  const message = e.message ?? String(err);
+  if (err instanceof DestinationRefusedError || code === 'ERR_DESTINATION_REFUSED' || e.cause instanceof DestinationRefusedError) {
+    return { errorClass: 'destination_refused', errorMessage: err instanceof DestinationRefusedError ? message : e.cause?.message ?? message };
+  }
+  if (signal.aborted || e.name === 'TimeoutError' || e.name === 'AbortError' || /TIMEOUT/.test(code)) {
+    return { errorClass: 'timeout', errorMessage: `No response within ${timeoutMs} ms` };
+  }
+  if (code === 'ENOTFOUND' || code === 'EAI_AGAIN' || code === 'ENODATA') return { errorClass: 'dns', errorMessage: message };
+  if (TLS_CODES.test(code) || TLS_CODES.test(message)) return { errorClass: 'tls', errorMessage: message };
+  return { errorClass: 'connection', errorMessage: code ? `${code}: ${message}` : message };
+}

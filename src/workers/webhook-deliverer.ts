@@ -1,0 +1,211 @@
+import type { Logger } from 'pino';
+import { decryptSecret } from '../crypto/secrets.ts';
+import type { Db } from '../db/database.ts';
+import { claimDueDeliveries, recordAttemptResults, type AttemptResult, type ClaimedDelivery } from '../modules/webhooks/webhooks.queue.ts';
+import type { WebhookSender } from '../modules/webhooks/webhooks.sender.ts';
+import type { WorkerLoop } from './loop.ts';
+
+// One flush at a time: a second one would only wait on the first's endpoint row locks, and records
+// in completion order keep "consecutive failures" meaningful.
+const MAX_PARALLEL_FLUSHES = 1;
+const DRAIN_GRACE_MS = 2_000;
+
+export interface DelivererOptions {
+  secretsKey: Buffer;
+  retryDelaysMs: number[];
+  leaseMs: number;
+  pollMs: number;
+  concurrency: number;
+  endpointConcurrency: number;
+  retryConcurrency: number;
+}
+
+/**
+ * Delivers webhook rows: claims due rows (leased, SKIP LOCKED), POSTs them concurrently with no
+ * transaction open, and records finished attempts in batches (one transaction per batch, deliveries
+ * and endpoint failure counts together). Batching the writes is what lets one worker keep up with a
+ * campaign's event rate: a transaction per attempt would cap it at the database's commit rate.
+ *
+ * Fairness: at most `endpointConcurrency` attempts per endpoint are in flight (a hung endpoint
+ * holds a few slots, never all of them); retries may use at most `retryConcurrency` slots, so the
+ * rest is always available to first attempts and a backlog of retries to dead endpoints cannot
+ * starve fresh traffic. A slot is released only after its result is recorded.
+ */
+export class WebhookDeliverer {
+  private inflight = 0;
+  private inflightRetries = 0;
+  /** Attempts in flight per endpoint (the per-endpoint cap). */
+  private busy = new Map<string, number>();
+  private lastRetryClaim = 0;
+  private finished: AttemptResult[] = [];
+  /** Flushes in progress (at most MAX_PARALLEL_FLUSHES). */
+  private flushes = new Set<Promise<void>>();
+  private slotWaiters = new Set<() => void>();
+  private attempts = new Set<Promise<void>>();
+  private secrets = new Map<string, string>();
+  private stopping = false;
+  private drained = false;
+  /** Counters for benchmarks and metrics: claim and record round trips and the time they took. */
+  readonly stats = { claims: 0, claimed: 0, claimMs: 0, flushes: 0, flushed: 0, flushMs: 0, slotWaits: 0 };
+
+  constructor(private db: Db, private sender: WebhookSender, private options: DelivererOptions, private logger: Logger) {}
+
+  loop(): WorkerLoop {
+    return { name: 'webhook-deliverer', intervalMs: this.options.pollMs, runOnce: () => this.runOnce(), stop: () => this.drain() };
+  }
+
+  /** Claims and starts attempts; returns how many were started (0: idle, the loop waits pollMs). */
+  async runOnce(): Promise<number> {
+    if (this.stopping) return 0;
+    const { concurrency } = this.options;
+    // Claim in batches: wait until a quarter of the slots are free rather than claiming one by one;
+    // and stop claiming while too many results wait to be recorded (the database is slow or down).
+    if ((this.inflight > 0 && concurrency - this.inflight < Math.max(1, Math.floor(concurrency / 4)))
+      || this.finished.length > 2 * concurrency) {
+      this.stats.slotWaits++;
+      await this.waitForSlots(this.options.pollMs);
+      return 1;
+    }
+    const free = concurrency - this.inflight;
+    const base = { endpointCap: this.options.endpointConcurrency, leaseMs: this.options.leaseMs, busy: this.busy };
+    const started = performance.now();
+    const fresh = await claimDueDeliveries(this.db, { ...base, kind: 'first', limit: free });
+    for (const row of fresh) this.start(row, false);
+    // Retries are looked for when fresh work left slots free, and at least every 100 ms under a
+    // flood of fresh work, so they are delayed at most that long but never cost a query per batch.
+    const retryRoom = Math.min(concurrency - this.inflight, this.options.retryConcurrency - this.inflightRetries);
+    const now = Date.now();
+    let retries: ClaimedDelivery[] = [];
+    if (retryRoom > 0 && (fresh.length < free || now - this.lastRetryClaim >= 100)) {
+      this.lastRetryClaim = now;
+      retries = await claimDueDeliveries(this.db, { ...base, kind: 'retry', limit: retryRoom });
+    }
+    for (const row of retries) this.start(row, true);
+    this.stats.claims++;
+    this.stats.claimed += fresh.length + retries.length;
+    this.stats.claimMs += performance.now() - started;
+    return fresh.length + retries.length;
+  }
+
+  /**
+   * Graceful shutdown: gives in-flight attempts a short grace to finish and records what finished.
+   * Attempts still running after it (a hung receiver holds one for the whole timeout) are left to
+   * their lease: another worker attempts them again, so shutdown never waits 10 s for a dead endpoint.
+   */
+  async drain(graceMs = DRAIN_GRACE_MS): Promise<void> {
+    this.stopping = true;
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([
+      Promise.all([...this.attempts]),
+      new Promise<void>((resolve) => { timer = setTimeout(resolve, graceMs); }),
+    ]);
+    clearTimeout(timer);
+    while (this.finished.length > 0 || this.flushes.size > 0) {
+      if (this.flushes.size === 0) this.scheduleFlush();
+      await Promise.race(this.flushes);
+    }
+    this.drained = true;
+  }
+
+  private start(row: ClaimedDelivery, isRetry: boolean) {
+    this.inflight += 1;
+    if (isRetry) this.inflightRetries += 1;
+    this.busy.set(row.endpoint_id, (this.busy.get(row.endpoint_id) ?? 0) + 1);
+    const attempt = this.attemptOne(row).catch((err) => this.failed(row, 'internal', String(err))).then((result) => {
+      // The HTTP slot is free as soon as the attempt ends; the row stays leased (invisible to
+      // claims) until its result is recorded, so releasing early never double-sends.
+      this.release(result.delivery);
+      if (this.drained) return; // shutting down past the grace: the lease brings it back
+      this.finished.push(result);
+      this.scheduleFlush();
+      for (const wake of [...this.slotWaiters]) wake();
+    });
+    this.attempts.add(attempt);
+    void attempt.finally(() => this.attempts.delete(attempt));
+  }
+
+  private async attemptOne(row: ClaimedDelivery): Promise<AttemptResult> {
+    let secret: string;
+    try {
+      secret = this.secretOf(row.signing_secret_enc);
+    } catch (err) {
+      return this.failed(row, 'internal', `signing secret unavailable: ${(err as Error).message}`);
+    }
+    const outcome = await this.sender.attempt({ url: row.url, endpointId: row.endpoint_id, eventType: row.event_type, payload: row.payload, secret });
+    if (outcome.ok) {
+      return { delivery: row, ok: true, statusCode: outcome.statusCode, responseTimeMs: outcome.responseTimeMs, responseBody: outcome.responseBody, errorClass: null, errorMessage: null, retryDelayMs: null };
+    }
+    return {
+      delivery: row, ok: false, statusCode: outcome.statusCode, responseTimeMs: outcome.responseTimeMs, responseBody: outcome.responseBody,
+      errorClass: outcome.errorClass, errorMessage: outcome.errorMessage, retryDelayMs: this.retryDelayAfter(row.attempt_number),
+    };
+  }
+
+  private release(row: ClaimedDelivery) {
+    this.inflight -= 1;
+    if (row.attempt_number > 0) this.inflightRetries -= 1; // it was claimed as a retry
+    const left = (this.busy.get(row.endpoint_id) ?? 1) - 1;
+    if (left > 0) this.busy.set(row.endpoint_id, left);
+    else this.busy.delete(row.endpoint_id);
+  }
+
+  private failed(row: ClaimedDelivery, errorClass: string, errorMessage: string): AttemptResult {
+    return { delivery: row, ok: false, statusCode: null, responseTimeMs: 0, responseBody: null, errorClass, errorMessage, retryDelayMs: this.retryDelayAfter(row.attempt_number) };
+  }
+
+  /** Attempt n+1 just failed, with n attempts before it: delays[n] is the wait before attempt n+2; none left means abandoned. */
+  private retryDelayAfter(previousAttempts: number): number | null {
+    return this.options.retryDelaysMs[previousAttempts] ?? null;
+  }
+
+  private secretOf(sealed: string): string {
+    let secret = this.secrets.get(sealed);
+    if (secret === undefined) {
+      secret = decryptSecret(this.options.secretsKey, sealed);
+      if (this.secrets.size > 10_000) this.secrets.clear();
+      this.secrets.set(sealed, secret);
+    }
+    return secret;
+  }
+
+  private scheduleFlush() {
+    if (this.flushes.size >= MAX_PARALLEL_FLUSHES) return;
+    const flush: Promise<void> = new Promise<void>((resolve) => setImmediate(resolve))
+      .then(() => this.flush())
+      .finally(() => this.flushes.delete(flush));
+    this.flushes.add(flush);
+  }
+
+  private async flush(): Promise<void> {
+    try {
+      while (this.finished.length > 0) {
+        const batch = this.finished.splice(0, 1000);
+        try {
+          const started = performance.now();
+          await recordAttemptResults(this.db, batch);
+          this.stats.flushes++;
+          this.stats.flushed += batch.length;
+          this.stats.flushMs += performance.now() - started;
+        } catch (err) {
+          // Keep the results and the slots: the attempts happened; write them when the database is back.
+          // If it stays down past the lease, another worker re-attempts and our stale write is dropped.
+          this.logger.error({ err, count: batch.length }, 'recording webhook attempts failed; retrying');
+          this.finished.unshift(...batch);
+          await new Promise((r) => setTimeout(r, Math.min(1000, this.options.pollMs * 4)));
+          continue;
+        }
+        for (const wake of [...this.slotWaiters]) wake();
+      }
+    } catch (err) {
+      this.logger.error({ err }, 'webhook attempt flush failed');
+    }
+  }
+
+  private waitForSlots(timeoutMs: number): Promise<void> {
+    return new Promise((resolve) => {
+      const done = () => { clearTimeout(timer); this.slotWaiters.delete(done); resolve(); };
+      const timer = setTimeout(done, timeoutMs);
+      this.slotWaiters.add(done);
+    });
+  }
+}

@@ -1,0 +1,451 @@
+import { createHmac } from 'node:crypto';
+import pino from 'pino';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { verifyWebhookSignature } from '../src/index.ts';
+import { claimDueDeliveries } from '../src/modules/webhooks/webhooks.queue.ts';
+import { WebhookSender } from '../src/modules/webhooks/webhooks.sender.ts';
+import { createWebhookDeliverer } from '../src/worker.ts';
+import { startLoops, type RunningLoops } from '../src/workers/loop.ts';
+import { call, createTenant, eventually, hasPostgres, startTestApp, uniquePhone, type TestApp, type TestTenant } from './helpers/app.ts';
+import { startReceiver, type Receiver } from './helpers/https-receiver.ts';
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
+
+describe.skipIf(!hasPostgres)('webhook delivery (real HTTPS receiver, real worker loop)', () => {
+  let t: TestApp;
+  let receiver: Receiver;
+  let loops: RunningLoops | null = null;
+  let pathCounter = 0;
+
+  const startDeliverer = () => { loops = startLoops([createWebhookDeliverer(t.deps).loop()], 20, pino({ level: 'silent' })); };
+  const stopDeliverer = async () => { await loops?.stop(); loops = null; };
+
+  beforeAll(async () => {
+    receiver = await startReceiver();
+    t = await startTestApp({
+      WEBHOOK_DELIVERY_ENABLED: 'true',
+      WEBHOOK_EXTRA_CA_FILE: receiver.caFile,
+      WEBHOOK_ALLOW_PRIVATE_NETWORKS: 'true',
+      WEBHOOK_RETRY_DELAYS_MS: '50,50,50,50,50',
+      WEBHOOK_TIMEOUT_MS: '600',
+      WEBHOOK_LEASE_MS: '2000',
+      WEBHOOK_POLL_MS: '20',
+      WEBHOOK_CONCURRENCY: '8',
+      WEBHOOK_ENDPOINT_CONCURRENCY: '2',
+      WEBHOOK_RETRY_CONCURRENCY: '4',
+    });
+    startDeliverer();
+  });
+  afterEach(async () => { if (!loops) startDeliverer(); });
+  afterAll(async () => {
+    await stopDeliverer();
+    await t.close();
+    await receiver.close();
+  });
+
+  const freshPath = (name: string) => `/${name}-${++pathCounter}`;
+
+  async function endpointFor(tenant: TestTenant, path: string, events: string[] = ['contact.created']) {
+    const res = await call(t.app, tenant, 'POST', '/webhooks', { url: receiver.url(path), events });
+    expect(res.statusCode).toBe(201);
+    return res.json() as { data: { id: string }; signing_secret: string };
+  }
+  const createContact = async (tenant: TestTenant, extra: Record<string, unknown> = {}) =>
+    (await call(t.app, tenant, 'POST', '/contacts', { first_name: 'Webhook', phone: uniquePhone(), ...extra })).json();
+  const deliveriesOf = (endpointId: string) =>
+    t.deps.db.selectFrom('webhook_deliveries').selectAll().where('endpoint_id', '=', endpointId).orderBy('created_at').execute();
+  const endpointRow = (id: string) => t.deps.db.selectFrom('webhook_endpoints').selectAll().where('id', '=', id).executeTakeFirstOrThrow();
+
+  it('delivers the envelope with exactly the spec headers and a verifiable signature', async () => {
+    const tenant = await createTenant(t.app);
+    const path = freshPath('ok');
+    const { data: endpoint, signing_secret } = await endpointFor(tenant, path);
+    const contact = await createContact(tenant);
+
+    const [req] = await eventually(async () => receiver.at(path).length === 1 && receiver.at(path));
+    const event = await t.deps.db.selectFrom('events').selectAll().where('tenant_id', '=', tenant.id).executeTakeFirstOrThrow();
+
+    expect(req.headers['content-type']).toBe('application/json');
+    expect(req.headers['user-agent']).toBe('Service-Webhook/1.0');
+    expect(req.headers['x-service-event']).toBe('contact.created');
+    expect(req.headers['x-service-delivery-id']).toMatch(UUID);
+    expect(req.headers['x-service-webhook-id']).toBe(endpoint.id);
+    const timestamp = req.headers['x-service-timestamp'] as string;
+    expect(timestamp).toMatch(/^\d+$/);
+    expect(Math.abs(Number(timestamp) - Date.now() / 1000)).toBeLessThan(30);
+    const expected = createHmac('sha256', signing_secret).update(`${timestamp}.${req.body}`).digest('hex');
+    expect(req.headers['x-service-signature']).toBe(`sha256=${expected}`);
+    expect(verifyWebhookSignature({ secret: signing_secret, headers: req.headers, rawBody: req.body })).toBe(true);
+    expect(verifyWebhookSignature({ secret: signing_secret, headers: req.headers, rawBody: req.body + ' ' })).toBe(false);
+
+    const envelope = JSON.parse(req.body);
+    expect(Object.keys(envelope)).toEqual(['id', 'type', 'created_at', 'data']);
+    expect(envelope).toEqual({ id: event.id, type: 'contact.created', created_at: event.created_at.toISOString(), data: contact });
+
+    const [delivery] = await eventually(async () => {
+      const rows = await deliveriesOf(endpoint.id);
+      return rows[0]?.status === 'success' && rows;
+    });
+    expect(delivery).toMatchObject({ event_id: event.id, attempt_number: 1, response_status_code: 200, response_body: `ok ${path}`, error_message: null, lease_until: null });
+    expect(Buffer.from(delivery.payload).toString('utf8')).toBe(req.body);
+    expect(delivery.completed_at).not.toBeNull();
+    const ep = await endpointRow(endpoint.id);
+    expect(ep.last_success_at).not.toBeNull();
+
+    const log = await call(t.app, tenant, 'GET', `/webhooks/${endpoint.id}/deliveries`);
+    expect(log.json().data).toHaveLength(1);
+    expect(Object.keys(log.json().data[0]).sort()).toEqual([
+      'attempt_number', 'completed_at', 'created_at', 'error_message', 'event_id', 'event_type', 'id', 'next_retry_at', 'request_url',
+      'response_status_code', 'response_time_ms', 'status', 'webhook_endpoint_id',
+    ]);
+    expect(log.json().data[0]).toMatchObject({ id: delivery.id, webhook_endpoint_id: endpoint.id, event_id: event.id, event_type: 'contact.created', request_url: receiver.url(path), status: 'success', next_retry_at: null });
+  });
+
+  it('sends only subscribed types, and nothing to inactive endpoints', async () => {
+    const tenant = await createTenant(t.app);
+    const path = freshPath('subscribed');
+    const { data: endpoint } = await endpointFor(tenant, path, ['contact.deleted']);
+    const pausedPath = freshPath('paused');
+    const paused = await endpointFor(tenant, pausedPath, ['contact.deleted', 'contact.created']);
+    await call(t.app, tenant, 'PUT', `/webhooks/${paused.data.id}`, { active: false });
+
+    const contact = await createContact(tenant);
+    await call(t.app, tenant, 'PATCH', `/contacts/${contact.id}`, { last_name: 'Changed' });
+    await call(t.app, tenant, 'DELETE', `/contacts/${contact.id}`);
+
+    await eventually(async () => receiver.at(path).length >= 1);
+    const types = receiver.at(path).map((r) => r.headers['x-service-event']);
+    expect(types).toEqual(['contact.deleted']);
+    expect(await deliveriesOf(endpoint.id)).toHaveLength(1);
+    expect(await deliveriesOf(paused.data.id)).toHaveLength(0);
+    expect(receiver.at(pausedPath)).toHaveLength(0);
+  });
+
+  it('walks the full retry schedule to abandoned, sending identical bytes with a fresh delivery id each attempt', async () => {
+    const tenant = await createTenant(t.app);
+    const path = freshPath('always-fails');
+    receiver.behave(path, 503);
+    const { data: endpoint } = await endpointFor(tenant, path);
+    await createContact(tenant);
+
+    const [delivery] = await eventually(async () => {
+      const rows = await deliveriesOf(endpoint.id);
+      return rows[0]?.status === 'abandoned' && rows;
+    });
+    expect(delivery).toMatchObject({ attempt_number: 6, response_status_code: 503, error_class: 'http_status', error_message: 'Endpoint answered HTTP 503', next_attempt_at: null });
+    expect(delivery.response_body).toHaveLength(500);
+    expect(delivery.completed_at).not.toBeNull();
+    const attempts = receiver.at(path);
+    expect(attempts).toHaveLength(6);
+    expect(new Set(attempts.map((a) => a.body)).size).toBe(1);
+    expect(new Set(attempts.map((a) => a.headers['x-service-delivery-id'])).size).toBe(6);
+    expect((await endpointRow(endpoint.id))).toMatchObject({ consecutive_failures: 6, is_active: true });
+
+    const abandoned = await call(t.app, tenant, 'GET', '/webhooks/deliveries?status=abandoned');
+    expect(abandoned.json().data.map((d: { id: string }) => d.id)).toEqual([delivery.id]);
+    const metrics = await call(t.app, tenant, 'GET', '/webhooks/deliveries/metrics');
+    expect(metrics.json()).toEqual({ total: 1, success: 0, retrying: 0, abandoned: 1, pending: 0, success_rate: 0 });
+  });
+
+  it('recovers: a success after failures resets consecutive_failures to 0', async () => {
+    const tenant = await createTenant(t.app);
+    const path = freshPath('flaky');
+    receiver.behave(path, 500);
+    const { data: endpoint } = await endpointFor(tenant, path);
+    await createContact(tenant);
+    const retrying = await eventually(async () => {
+      const [row] = await deliveriesOf(endpoint.id);
+      return row && row.attempt_number >= 2 && row;
+    });
+    expect(['retrying', 'pending']).toContain(retrying.status);
+    expect((await endpointRow(endpoint.id)).consecutive_failures).toBeGreaterThanOrEqual(2);
+    const listed = (await call(t.app, tenant, 'GET', `/webhooks/${endpoint.id}/deliveries`)).json().data[0];
+    if (listed.status === 'retrying') expect(listed.next_retry_at).not.toBeNull();
+
+    receiver.behave(path, 204);
+    const [done] = await eventually(async () => {
+      const rows = await deliveriesOf(endpoint.id);
+      return rows[0]?.status === 'success' && rows;
+    });
+    expect(done.attempt_number).toBeGreaterThanOrEqual(3);
+    const ep = await endpointRow(endpoint.id);
+    expect(ep.consecutive_failures).toBe(0);
+    expect(ep.last_failure_at).not.toBeNull();
+    expect(ep.last_success_at).not.toBeNull();
+  });
+
+  it('counts a timeout as a failed attempt', async () => {
+    const tenant = await createTenant(t.app);
+    const path = freshPath('hangs');
+    receiver.behave(path, 'hang');
+    const { data: endpoint } = await endpointFor(tenant, path);
+    await createContact(tenant);
+    const row = await eventually(async () => {
+      const [r] = await deliveriesOf(endpoint.id);
+      return r && r.attempt_number >= 1 && r;
+    });
+    expect(row).toMatchObject({ error_class: 'timeout', response_status_code: null });
+    expect(row.error_message).toContain('No response within 600 ms');
+    expect(row.response_time_ms).toBeGreaterThanOrEqual(550);
+    await call(t.app, tenant, 'DELETE', `/webhooks/${endpoint.id}`); // stop hammering it
+  });
+
+  it('disables the endpoint after 20 consecutive failures, stops queueing, and re-enables with PUT active: true', async () => {
+    const tenant = await createTenant(t.app);
+    const path = freshPath('dead');
+    receiver.behave(path, 500);
+    const { data: endpoint } = await endpointFor(tenant, path);
+    const bulk = await call(t.app, tenant, 'POST', '/contacts/bulk', { contacts: Array.from({ length: 5 }, () => ({ first_name: 'Bulk', phone: uniquePhone() })) });
+    expect(bulk.json().created).toBe(5);
+
+    const disabled = await eventually(async () => {
+      const ep = await endpointRow(endpoint.id);
+      return !ep.is_active && ep;
+    }, 20_000);
+    // 20, plus at most the few attempts already in flight or awaiting their record when it tipped over.
+    expect(disabled.consecutive_failures).toBeGreaterThanOrEqual(20);
+    expect(disabled.consecutive_failures).toBeLessThanOrEqual(26);
+    expect(disabled.last_failure_at).not.toBeNull();
+    const api = (await call(t.app, tenant, 'GET', `/webhooks/${endpoint.id}`)).json();
+    expect(api).toMatchObject({ is_active: false, consecutive_failures: disabled.consecutive_failures });
+    // Attempts stop: nothing more is sent while it is disabled.
+    expect(receiver.at(path).length).toBeLessThanOrEqual(26);
+
+    const before = (await deliveriesOf(endpoint.id)).length;
+    await createContact(tenant);
+    expect((await deliveriesOf(endpoint.id)).length).toBe(before);
+    const settled = await eventually(async () => {
+      const rows = await deliveriesOf(endpoint.id);
+      return rows.every((d) => d.lease_until === null) && rows;
+    });
+    expect(settled.every((d) => d.status === 'retrying' || d.status === 'abandoned')).toBe(true);
+
+    receiver.behave(path, 200);
+    const enabled = await call(t.app, tenant, 'PUT', `/webhooks/${endpoint.id}`, { active: true });
+    expect(enabled.json()).toMatchObject({ is_active: true, consecutive_failures: 0 });
+    // Held deliveries resume; new events queue again.
+    await createContact(tenant);
+    const rows = await eventually(async () => {
+      const all = await deliveriesOf(endpoint.id);
+      return all.length === before + 1 && all.every((d) => d.status === 'success') && all;
+    }, 20_000);
+    expect(rows.length).toBe(6);
+    expect((await endpointRow(endpoint.id)).consecutive_failures).toBe(0);
+  });
+
+  it('test event: signed webhook.test, works on a disabled endpoint, no threshold effect, success clears the count', async () => {
+    const tenant = await createTenant(t.app);
+    const path = freshPath('test-event');
+    receiver.behave(path, 500);
+    const { data: endpoint, signing_secret } = await endpointFor(tenant, path);
+
+    const failed = await call(t.app, tenant, 'POST', `/webhooks/${endpoint.id}/test`);
+    expect(failed.statusCode).toBe(200);
+    const f = failed.json();
+    expect(Object.keys(f).sort()).toEqual(['delivered', 'delivery_id', 'endpoint_disabled', 'error', 'message', 'response_body', 'response_time_ms', 'status_code']);
+    expect(f).toMatchObject({ delivered: false, status_code: 500, endpoint_disabled: false, error: 'Endpoint answered HTTP 500' });
+    expect(f.response_body).toHaveLength(500);
+    expect((await endpointRow(endpoint.id)).consecutive_failures).toBe(0);
+    const [req] = receiver.at(path);
+    expect(req.headers['x-service-event']).toBe('webhook.test');
+    expect(req.headers['x-service-delivery-id']).toBe(f.delivery_id);
+    expect(verifyWebhookSignature({ secret: signing_secret, headers: req.headers, rawBody: req.body })).toBe(true);
+    expect(JSON.parse(req.body)).toMatchObject({ type: 'webhook.test', data: { webhook_id: endpoint.id } });
+
+    // Real failures, then disable; a successful test clears the count and reports the endpoint disabled.
+    await createContact(tenant);
+    await eventually(async () => (await endpointRow(endpoint.id)).consecutive_failures >= 1);
+    await call(t.app, tenant, 'PUT', `/webhooks/${endpoint.id}`, { active: false });
+    receiver.behave(path, 200);
+    const ok = (await call(t.app, tenant, 'POST', `/webhooks/${endpoint.id}/test`)).json();
+    expect(ok).toMatchObject({ delivered: true, status_code: 200, error: null, endpoint_disabled: true, response_body: `ok ${path}` });
+    expect(typeof ok.response_time_ms).toBe('number');
+    const ep = await endpointRow(endpoint.id);
+    expect(ep).toMatchObject({ consecutive_failures: 0, is_active: false });
+
+    const log = (await call(t.app, tenant, 'GET', `/webhooks/${endpoint.id}/deliveries?limit=100`)).json().data;
+    const tests = log.filter((d: { event_type: string }) => d.event_type === 'webhook.test');
+    expect(tests.map((d: { id: string; status: string; attempt_number: number }) => [d.id, d.status, d.attempt_number]).sort())
+      .toEqual([[f.delivery_id, 'failed', 1], [ok.delivery_id, 'success', 1]].sort());
+    // Never retried: a test delivery is not replayable either.
+    expect((await call(t.app, tenant, 'POST', `/webhooks/deliveries/${f.delivery_id}/retry`)).statusCode).toBe(400);
+  });
+
+  it('rotation takes effect at once: the old secret no longer verifies', async () => {
+    const tenant = await createTenant(t.app);
+    const path = freshPath('rotated');
+    const { data: endpoint, signing_secret: oldSecret } = await endpointFor(tenant, path);
+    const { signing_secret: newSecret } = (await call(t.app, tenant, 'POST', `/webhooks/${endpoint.id}/rotate-secret`)).json();
+    await createContact(tenant);
+    const [req] = await eventually(async () => receiver.at(path).length > 0 && receiver.at(path));
+    expect(verifyWebhookSignature({ secret: newSecret, headers: req.headers, rawBody: req.body })).toBe(true);
+    expect(verifyWebhookSignature({ secret: oldSecret, headers: req.headers, rawBody: req.body })).toBe(false);
+  });
+
+  it('replays a delivery as a new row with the same event id and bytes, leaving the original untouched', async () => {
+    const tenant = await createTenant(t.app);
+    const path = freshPath('replay');
+    const { data: endpoint } = await endpointFor(tenant, path);
+    await createContact(tenant);
+    const [original] = await eventually(async () => {
+      const rows = await deliveriesOf(endpoint.id);
+      return rows[0]?.status === 'success' && rows;
+    });
+    const res = await call(t.app, tenant, 'POST', `/webhooks/deliveries/${original.id}/retry`);
+    expect(res.statusCode).toBe(200);
+    expect(Object.keys(res.json()).sort()).toEqual(['delivery_id', 'message']);
+    const replayId = res.json().delivery_id;
+    expect(replayId).not.toBe(original.id);
+
+    const requests = await eventually(async () => receiver.at(path).length === 2 && receiver.at(path));
+    expect(requests[1].body).toBe(requests[0].body);
+    expect(requests[1].headers['x-service-delivery-id']).not.toBe(requests[0].headers['x-service-delivery-id']);
+    const replay = await eventually(async () => {
+      const row = (await deliveriesOf(endpoint.id)).find((d) => d.id === replayId);
+      return row?.status === 'success' && row;
+    });
+    expect(replay).toMatchObject({ event_id: original.event_id, event_type: original.event_type, replay_of: original.id, attempt_number: 1 });
+    expect(Buffer.compare(replay.payload, original.payload)).toBe(0);
+    const again = (await deliveriesOf(endpoint.id)).find((d) => d.id === original.id)!;
+    expect(again).toEqual(original);
+
+    const other = await createTenant(t.app);
+    expect((await call(t.app, other, 'POST', `/webhooks/deliveries/${original.id}/retry`)).statusCode).toBe(404);
+    expect((await call(t.app, other, 'GET', '/webhooks/deliveries')).json().data).toEqual([]);
+    const mine = (await call(t.app, tenant, 'GET', '/webhooks/deliveries?status=success')).json();
+    expect(mine.pagination.total_items).toBe(2);
+    const metrics = (await call(t.app, tenant, 'GET', '/webhooks/deliveries/metrics')).json();
+    expect(metrics).toEqual({ total: 2, success: 2, retrying: 0, abandoned: 0, pending: 0, success_rate: 1 });
+    const page = (await call(t.app, tenant, 'GET', '/webhooks/deliveries?limit=1&page=2')).json();
+    expect(page.data).toHaveLength(1);
+    expect(page.pagination).toEqual({ page: 2, limit: 1, total_items: 2, total_pages: 2, has_next: false, has_prev: true });
+  });
+
+  it('a worker killed mid-attempt loses nothing: the claim comes back after its lease', async () => {
+    await stopDeliverer();
+    const tenant = await createTenant(t.app);
+    const path = freshPath('crash');
+    const { data: endpoint } = await endpointFor(tenant, path);
+    await createContact(tenant);
+    const [row] = await deliveriesOf(endpoint.id);
+
+    // The "crashed" worker: claims with a lease, then never attempts or records anything.
+    const claimed = await claimDueDeliveries(t.deps.db, { kind: 'first', limit: 1000, endpointCap: 2, leaseMs: 400 });
+    expect(claimed.map((c) => c.id)).toContain(row.id);
+    const leased = await eventually(async () => (await deliveriesOf(endpoint.id))[0]);
+    expect(leased.lease_until).not.toBeNull();
+    // While the lease holds, nobody else can claim it.
+    expect((await claimDueDeliveries(t.deps.db, { kind: 'first', limit: 1000, endpointCap: 2, leaseMs: 400 })).map((c) => c.id)).not.toContain(row.id);
+
+    startDeliverer();
+    const delivered = await eventually(async () => {
+      const [r] = await deliveriesOf(endpoint.id);
+      return r.status === 'success' && r;
+    });
+    expect(delivered.attempt_number).toBe(1); // the lost attempt was not counted
+    expect(receiver.at(path)).toHaveLength(1);
+  });
+
+  it('a dead endpoint does not delay another endpoint\'s deliveries', async () => {
+    const slowTenant = await createTenant(t.app);
+    const slowPath = freshPath('slow');
+    receiver.behave(slowPath, 'hang');
+    const slow = await endpointFor(slowTenant, slowPath);
+    const bulk = await call(t.app, slowTenant, 'POST', '/contacts/bulk', { contacts: Array.from({ length: 12 }, () => ({ first_name: 'Slow', phone: uniquePhone() })) });
+    expect(bulk.json().created).toBe(12);
+    await eventually(async () => receiver.at(slowPath).length >= 2); // the slow endpoint holds its slots now
+
+    const fastTenant = await createTenant(t.app);
+    const fastPath = freshPath('fast');
+    await endpointFor(fastTenant, fastPath);
+    const started = Date.now();
+    for (let i = 0; i < 4; i++) await createContact(fastTenant);
+    await eventually(async () => receiver.at(fastPath).length === 4, 5_000, 10);
+    // Well under one receiver timeout (600 ms): the fast endpoint never queued behind the hung one.
+    expect(Date.now() - started).toBeLessThan(550);
+    // At most the per-endpoint cap of attempts were ever in flight to the hung endpoint at once.
+    const leased = await t.deps.db.selectFrom('webhook_deliveries').select((eb) => eb.fn.countAll<number>().as('n'))
+      .where('endpoint_id', '=', slow.data.id).where('lease_until', '>', new Date()).executeTakeFirstOrThrow();
+    expect(Number(leased.n)).toBeLessThanOrEqual(2);
+    await call(t.app, slowTenant, 'DELETE', `/webhooks/${slow.data.id}`);
+  });
+
+  it('retries to dead endpoints cannot starve first attempts (slots reserved for fresh traffic)', async () => {
+    // 4 dead endpoints x per-endpoint cap 2 could fill all 8 slots with retries; the retry cap (4) keeps 4 for first attempts.
+    const deadTenant = await createTenant(t.app);
+    const dead: string[] = [];
+    for (let i = 0; i < 4; i++) {
+      const path = freshPath('dead-retries');
+      receiver.behave(path, 'hang');
+      dead.push((await endpointFor(deadTenant, path)).data.id);
+    }
+    const bulk = await call(t.app, deadTenant, 'POST', '/contacts/bulk', { contacts: Array.from({ length: 3 }, () => ({ first_name: 'Dead', phone: uniquePhone() })) });
+    expect(bulk.json().created).toBe(3);
+    // Wait until every dead delivery has failed once: from now on they are all retries.
+    await eventually(async () => {
+      const rows = await t.deps.db.selectFrom('webhook_deliveries').select('attempt_number').where('endpoint_id', 'in', dead).execute();
+      return rows.length === 12 && rows.every((r) => r.attempt_number >= 1);
+    }, 15_000);
+
+    const freshTenant = await createTenant(t.app);
+    const freshPathName = freshPath('fresh');
+    await endpointFor(freshTenant, freshPathName);
+    const started = Date.now();
+    await createContact(freshTenant);
+    await eventually(async () => receiver.at(freshPathName).length === 1, 5_000, 10);
+    expect(Date.now() - started).toBeLessThan(550);
+    for (const id of dead) await call(t.app, deadTenant, 'DELETE', `/webhooks/${id}`);
+  });
+
+  it('deleting an endpoint keeps its history and queues nothing more', async () => {
+    const tenant = await createTenant(t.app);
+    const path = freshPath('deleted');
+    const { data: endpoint } = await endpointFor(tenant, path);
+    await createContact(tenant);
+    await eventually(async () => (await deliveriesOf(endpoint.id))[0]?.status === 'success');
+    await call(t.app, tenant, 'DELETE', `/webhooks/${endpoint.id}`);
+    await createContact(tenant);
+    expect(await deliveriesOf(endpoint.id)).toHaveLength(1);
+    const log = (await call(t.app, tenant, 'GET', '/webhooks/deliveries')).json();
+    expect(log.data).toHaveLength(1);
+  });
+
+  it('refuses private destinations at attempt time when private networks are not allowed (SSRF)', async () => {
+    const sender = new WebhookSender({ timeoutMs: 1000, extraCaFile: receiver.caFile, allowPrivateNetworks: false });
+    try {
+      const path = freshPath('ssrf');
+      for (const url of [receiver.url(path), `https://localhost:${receiver.port}${path}`, `https://[::ffff:127.0.0.1]:${receiver.port}${path}`,
+        'https://10.0.0.1/x', 'https://169.254.169.254/latest/meta-data', 'https://192.168.0.1/x', 'https://[::1]/x']) {
+        const outcome = await sender.attempt({ url, endpointId: '00000000-0000-4000-8000-000000000000', eventType: 'contact.created', payload: Buffer.from('{}'), secret: 'whsec_x' });
+        expect(outcome.ok, url).toBe(false);
+        if (!outcome.ok) expect(outcome.errorClass, url).toBe('destination_refused');
+      }
+      expect(receiver.at(path)).toHaveLength(0);
+    } finally {
+      await sender.close();
+    }
+  });
+
+  it('never follows redirects: a 3xx is a failed attempt', async () => {
+    const sender = new WebhookSender({ timeoutMs: 1000, extraCaFile: receiver.caFile, allowPrivateNetworks: true });
+    try {
+      const path = freshPath('redirect');
+      receiver.behave(path, 302);
+      const outcome = await sender.attempt({ url: receiver.url(path), endpointId: '00000000-0000-4000-8000-000000000000', eventType: 'contact.created', payload: Buffer.from('{}'), secret: 'whsec_x' });
+      expect(outcome).toMatchObject({ ok: false, statusCode: 302, errorClass: 'http_status' });
+      expect(receiver.at(path)).toHaveLength(1);
+    } finally {
+      await sender.close();
+    }
+  });
+
+  it('fails TLS to a receiver whose certificate is not trusted', async () => {
+    const sender = new WebhookSender({ timeoutMs: 1000, allowPrivateNetworks: true });
+    try {
+      const outcome = await sender.attempt({ url: receiver.url(freshPath('untrusted')), endpointId: '00000000-0000-4000-8000-000000000000', eventType: 'contact.created', payload: Buffer.from('{}'), secret: 'whsec_x' });
+      expect(outcome).toMatchObject({ ok: false, errorClass: 'tls' });
+    } finally {
+      await sender.close();
+    }
+  });
+});
