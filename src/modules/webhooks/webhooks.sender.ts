@@ -74,8 +74,10 @@ export class WebhookSender {
         ...(allowPrivate ? {} : { lookup: guardedLookup as never }),
       },
       keepAliveTimeout: 4_000,
-      headersTimeout: options.timeoutMs,
-      bodyTimeout: options.timeoutMs,
+      // The attempt's AbortSignal is the deadline; undici's coarse timers can fire a little early,
+      // so they only back it up.
+      headersTimeout: options.timeoutMs + 1_000,
+      bodyTimeout: options.timeoutMs + 1_000,
     });
   }
 
