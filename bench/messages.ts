@@ -1,7 +1,5 @@
-import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdtempSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import autocannon from 'autocannon';
@@ -9,6 +7,7 @@ import { sql } from 'kysely';
 import { openDatabase } from '../src/db/database.ts';
 import { measureSandboxCapacityDetailed } from '../src/sandbox/capacity.ts';
 import { createSandbox } from '../src/sandbox/sandbox.ts';
+import { freePort, startProcess, stopProcess } from './support.ts';
 
 /**
  * Single template sends per second through POST /messages/template, against the real service in
@@ -21,31 +20,6 @@ import { createSandbox } from '../src/sandbox/sandbox.ts';
 
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 10);
 const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 64);
-
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as { port: number };
-      server.close(() => resolve(port));
-    });
-    server.on('error', reject);
-  });
-}
-
-async function startService(env: Record<string, string>, readyUrl: string): Promise<ChildProcess> {
-  const profile = process.env.BENCH_PROFILE_DIR ? ['--cpu-prof', `--cpu-prof-dir=${process.env.BENCH_PROFILE_DIR}`] : [];
-  const child = spawn(process.execPath, [...profile, '--import', 'tsx', 'src/server.ts'], { env: { ...process.env, ...env }, stdio: ['ignore', 'inherit', 'inherit'] });
-  const deadline = Date.now() + 120_000;
-  for (;;) {
-    if (child.exitCode !== null) throw new Error(`service exited with ${child.exitCode}`);
-    try {
-      if ((await fetch(readyUrl)).ok) return child;
-    } catch { /* not up yet */ }
-    if (Date.now() > deadline) throw new Error('service did not become ready');
-    await new Promise((r) => setTimeout(r, 200));
-  }
-}
 
 async function json(url: string, init: RequestInit & { body?: string } = {}): Promise<any> {
   const res = await fetch(url, { ...init, headers: { 'content-type': 'application/json', ...(init.headers ?? {}) } });
@@ -89,7 +63,7 @@ export async function run(): Promise<object> {
   const port = await freePort();
   const url = `http://127.0.0.1:${port}`;
   const sandbox = await createSandbox({ port: 0, appSecret, reviewMs: 50, callbackUrl: `${url}/upstream/webhook` });
-  const service = await startService({
+  const service = await startProcess('src/server.ts', {
     PORT: String(port), HOST: '127.0.0.1', ROLE: 'api', UPSTREAM_BASE_URL: sandbox.baseUrl, UPSTREAM_APP_SECRET: appSecret,
     ADMIN_TOKEN: adminToken, SEED_DEMO: 'false', LOG_LEVEL: 'warn', OPENAPI_ENABLED: 'false',
     RATE_LIMIT_PER_MINUTE: '100000000',
@@ -173,11 +147,7 @@ export async function run(): Promise<object> {
     return result;
   } finally {
     await database.close();
-    if (service.exitCode === null) {
-      const exited = new Promise((r) => service.once('exit', r));
-      service.kill('SIGTERM');
-      await exited;
-    }
+    await stopProcess(service);
     await sandbox.close();
   }
 }

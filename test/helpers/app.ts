@@ -12,6 +12,24 @@ export const hasRedis = Boolean(process.env.REDIS_URL);
 export const API = '/api/v1/public';
 export const ADMIN_TOKEN = 'adm_test_token';
 
+/** The environment every test app starts from: real servers, quiet logs, no demo seed; `env` overrides it. */
+export function testEnv(env: Record<string, string | undefined> = {}): Record<string, string | undefined> {
+  return {
+    DATA_DIR: mkdtempSync(join(tmpdir(), 'msvc-test-')),
+    ADMIN_TOKEN,
+    SEED_DEMO: 'false',
+    LOG_LEVEL: 'silent',
+    PORT: '0',
+    OPENAPI_ENABLED: 'false',
+    DATABASE_URL: process.env.DATABASE_URL,
+    REDIS_URL: process.env.REDIS_URL,
+    // Test files share one database and a deliverer claims every tenant's deliveries, so only the
+    // webhook delivery tests (which run their own receiver and timings) turn delivery on.
+    WEBHOOK_DELIVERY_ENABLED: 'false',
+    ...env,
+  };
+}
+
 export interface TestApp {
   app: FastifyInstance;
   deps: Deps;
@@ -30,20 +48,7 @@ export async function startTestApp(env: Record<string, string | undefined> = {},
   logStream?: { write(line: string): void };
   logLevel?: string;
 } = {}): Promise<TestApp> {
-  const config = loadConfig({
-    DATA_DIR: mkdtempSync(join(tmpdir(), 'msvc-test-')),
-    ADMIN_TOKEN,
-    SEED_DEMO: 'false',
-    LOG_LEVEL: 'silent',
-    PORT: '0',
-    OPENAPI_ENABLED: 'false',
-    DATABASE_URL: process.env.DATABASE_URL,
-    REDIS_URL: process.env.REDIS_URL,
-    // Test files share one database and a deliverer claims every tenant's deliveries, so only the
-    // webhook delivery tests (which run their own receiver and timings) turn delivery on.
-    WEBHOOK_DELIVERY_ENABLED: 'false',
-    ...env,
-  });
+  const config = loadConfig(testEnv(env));
   const logger = options.logStream
     ? pino({ level: options.logLevel ?? 'error' }, options.logStream)
     : pino({ level: process.env.TEST_LOG_LEVEL ?? 'silent' });

@@ -1,7 +1,4 @@
 import { randomBytes } from 'node:crypto';
-import { mkdtempSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import type { AddressInfo } from 'node:net';
 import type { FastifyInstance } from 'fastify';
 import pino from 'pino';
@@ -11,7 +8,7 @@ import { loadConfig, type Config } from '../../src/config.ts';
 import { createDeps, type Deps } from '../../src/deps.ts';
 import { signUpstreamBody } from '../../src/modules/callbacks/callbacks.signature.ts';
 import { createSandbox, type Sandbox } from '../../src/sandbox/sandbox.ts';
-import { ADMIN_TOKEN, adminHeaders, call, createTenant, eventually, type TestTenant } from './app.ts';
+import { adminHeaders, call, createTenant, eventually, testEnv, type TestTenant } from './app.ts';
 
 export const APP_SECRET = 'test_app_secret';
 export const VERIFY_TOKEN = 'test_verify_token';
@@ -31,19 +28,7 @@ export interface UpstreamTestApp {
  * given) whose callbacks come back to the app, signed with the app secret.
  */
 export async function startUpstreamApp(env: Record<string, string | undefined> = {}, sandboxOptions: { reviewMs?: number } = {}): Promise<UpstreamTestApp> {
-  const config = loadConfig({
-    DATA_DIR: mkdtempSync(join(tmpdir(), 'msvc-test-')),
-    ADMIN_TOKEN,
-    SEED_DEMO: 'false',
-    LOG_LEVEL: 'silent',
-    PORT: '0',
-    OPENAPI_ENABLED: 'false',
-    DATABASE_URL: process.env.DATABASE_URL,
-    REDIS_URL: process.env.REDIS_URL,
-    UPSTREAM_APP_SECRET: APP_SECRET,
-    UPSTREAM_VERIFY_TOKEN: VERIFY_TOKEN,
-    ...env,
-  });
+  const config = loadConfig(testEnv({ UPSTREAM_APP_SECRET: APP_SECRET, UPSTREAM_VERIFY_TOKEN: VERIFY_TOKEN, ...env }));
   const sandbox = config.upstreamBaseUrl ? null : await createSandbox({ port: 0, appSecret: APP_SECRET, reviewMs: sandboxOptions.reviewMs ?? 50, statusFlushMs: 5 });
   const deps = await createDeps(config, pino({ level: process.env.TEST_LOG_LEVEL ?? 'silent' }), { upstreamBaseUrl: sandbox?.baseUrl });
   const app = await buildApp(deps);
