@@ -115,7 +115,7 @@ export async function createDeps(config: Config, logger: Logger = createLogger(c
     redis,
     rateCounter: redis ? new RedisRateCounter(redis) : new MemoryRateCounter(),
     authenticator: new ApiKeyAuthenticator(db, Math.min(config.authCacheMs, 1000)),
-    idempotency: new IdempotencyStore(db, config.idempotencyTtlMs, config.idempotencyLockMs),
+    idempotency: new IdempotencyStore(db, config.idempotencyTtlMs, config.idempotencyLockMs, config.secretsKey),
     admin: new AdminService(db, config.secretsKey),
     contacts: new ContactsService(db),
     upstream,

@@ -141,7 +141,8 @@ describe.skipIf(!hasPostgres)('Idempotency-Key (ARCHITECTURE section 4)', () => 
     expect(original.statusCode).toBe(201);
     await first.close();
 
-    const second = await startTestApp();
+    // A restarted process keeps its data directory (and so its secrets key): kept responses are encrypted.
+    const second = await startTestApp({ DATA_DIR: first.config.dataDir });
     try {
       const replay = await post(second, tenant, key, body);
       expect(replay.statusCode).toBe(201);

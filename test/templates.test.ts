@@ -43,6 +43,18 @@ describe.skipIf(!hasPostgres)('templates', () => {
     expect(again.statusCode).toBe(400);
   });
 
+  it('submit honours Idempotency-Key: a retried submit replays the pending answer instead of a 400', async () => {
+    const tenant = await createConnectedTenant(t.app);
+    const template = (await call(t.app, tenant, 'POST', '/templates', draft())).json();
+    const key = { 'idempotency-key': crypto.randomUUID() };
+    const first = await call(t.app, tenant, 'POST', `/templates/${template.id}/submit`, undefined, key);
+    expect(first.statusCode).toBe(200);
+    const retry = await call(t.app, tenant, 'POST', `/templates/${template.id}/submit`, undefined, key);
+    expect(retry.statusCode).toBe(200);
+    expect(retry.headers['idempotent-replayed']).toBe('true');
+    expect(retry.body).toBe(first.body);
+  });
+
   it('lists approved templates newest first with pagination', async () => {
     const tenant = await createConnectedTenant(t.app);
     const a = await createApprovedTemplate(t.app, tenant);

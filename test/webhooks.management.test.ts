@@ -35,12 +35,21 @@ describe.skipIf(!hasPostgres)('webhook endpoints: management', () => {
     expect(list.json()).toEqual({ data: [endpoint] });
   });
 
-  it('never stores the signing secret in clear, even when an Idempotency-Key is sent', async () => {
+  it('honours Idempotency-Key on create without ever storing the signing secret in clear', async () => {
     const tenant = await createTenant(t.app);
-    const res = await call(t.app, tenant, 'POST', '/webhooks', { url: PUBLIC_URL, events: ['contact.created'] }, { 'idempotency-key': crypto.randomUUID() });
+    const key = { 'idempotency-key': crypto.randomUUID() };
+    const body = { url: PUBLIC_URL, events: ['contact.created'] };
+    const res = await call(t.app, tenant, 'POST', '/webhooks', body, key);
     expect(res.statusCode).toBe(201);
     const kept = await t.deps.db.selectFrom('idempotency_keys').select('response_body').where('tenant_id', '=', tenant.id).execute();
+    expect(kept).toHaveLength(1);
     expect(kept.map((k) => k.response_body ?? '').join('')).not.toContain(res.json().signing_secret);
+
+    const replay = await call(t.app, tenant, 'POST', '/webhooks', body, key);
+    expect(replay.statusCode).toBe(201);
+    expect(replay.headers['idempotent-replayed']).toBe('true');
+    expect(replay.body).toBe(res.body);
+    expect((await call(t.app, tenant, 'GET', '/webhooks')).json().data).toHaveLength(1);
   });
 
   it('accepts a subscription to all 24 event types', async () => {

@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
 import { sql } from 'kysely';
 import type { Db } from '../db/database.ts';
+import { decryptSecret, encryptSecret } from '../crypto/secrets.ts';
 import { AppError } from './errors.ts';
 
 export type IdempotencyClaim =
@@ -21,9 +22,10 @@ const KEY_FORMAT = /^[\x21-\x7e]{1,255}$/;
  * Idempotency-Key store in PostgreSQL (survives restarts). The first request claims the key; its
  * 2xx or non-429 4xx response is kept for the TTL and replayed byte for byte; a 5xx or 429
  * releases the key so a retry runs again. A claim whose request died is taken over after the lock.
+ * Kept responses are encrypted at rest: some carry secrets (a new webhook's signing secret).
  */
 export class IdempotencyStore {
-  constructor(private db: Db, private ttlMs: number, private lockMs: number) {}
+  constructor(private db: Db, private ttlMs: number, private lockMs: number, private secretsKey: Buffer) {}
 
   static validKey(key: string): boolean {
     return KEY_FORMAT.test(key);
@@ -54,7 +56,7 @@ export class IdempotencyStore {
         throw new AppError('CONFLICT', 'Idempotency-Key was already used with a different request');
       }
       if (row.state === 'done') {
-        return { kind: 'replay', status: row.response_status!, headers: row.response_headers ?? {}, body: row.response_body ?? '' };
+        return { kind: 'replay', status: row.response_status!, headers: row.response_headers ?? {}, body: row.response_body ? decryptSecret(this.secretsKey, row.response_body) : '' };
       }
       const takenOver = await this.db.updateTable('idempotency_keys')
         .set({ locked_until: new Date(Date.now() + this.lockMs) })
@@ -69,7 +71,7 @@ export class IdempotencyStore {
 
   async complete(tenantId: string, key: string, status: number, headers: Record<string, string>, body: string): Promise<void> {
     await this.db.updateTable('idempotency_keys')
-      .set({ state: 'done', response_status: status, response_headers: JSON.stringify(headers), response_body: body, locked_until: null })
+      .set({ state: 'done', response_status: status, response_headers: JSON.stringify(headers), response_body: encryptSecret(this.secretsKey, body), locked_until: null })
       .where('tenant_id', '=', tenantId).where('key', '=', key)
       .execute();
   }

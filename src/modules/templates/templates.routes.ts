@@ -25,6 +25,6 @@ export const templatesRoutes: FastifyPluginAsyncTypebox<{ templates: TemplatesSe
   app.post('/templates', { config: { ...write, idempotent: true }, schema: { body: TemplateCreate, response: { 201: Template } } },
     async (req, reply) => reply.code(201).send(await templates.create(req.auth.tenantId, req.body)));
 
-  app.post('/templates/:id/submit', { config: write, schema: { params: IdParams, response: { 200: Template } } },
+  app.post('/templates/:id/submit', { config: { ...write, idempotent: true }, schema: { params: IdParams, response: { 200: Template } } },
     (req) => templates.submit(req.auth.tenantId, req.params.id));
 };

@@ -19,9 +19,8 @@ export const webhooksRoutes: FastifyPluginAsyncTypebox<{ webhooks: WebhooksServi
   app.post('/webhooks/deliveries/:id/retry', { config: { ...write, idempotent: true }, schema: { params: IdParams, response: { 200: RetryResult } } },
     (req) => webhooks.retryDelivery(req.auth.tenantId, req.params.id));
 
-  // Not idempotent on purpose: a kept response would store the signing secret in clear in
-  // idempotency_keys for 24 h, and secrets are only ever stored encrypted.
-  app.post('/webhooks', { config: write, schema: { body: EndpointCreate, response: { 201: EndpointCreated } } },
+  // Its kept Idempotency-Key response holds the signing secret: the store encrypts kept responses.
+  app.post('/webhooks', { config: { ...write, idempotent: true }, schema: { body: EndpointCreate, response: { 201: EndpointCreated } } },
     async (req, reply) => reply.code(201).send(await webhooks.create(req.auth.tenantId, req.body)));
 
   app.get('/webhooks', { config: read, schema: { response: { 200: EndpointList } } },
