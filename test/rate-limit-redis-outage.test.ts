@@ -1,19 +1,8 @@
 import { spawn, type ChildProcess } from 'node:child_process';
-import { createServer } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { call, createTenant, eventually, hasPostgres, startTestApp, type TestApp } from './helpers/app.ts';
 import { RATE_LIMIT_HEADERS } from './helpers/expect.ts';
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as { port: number };
-      server.close(() => resolve(port));
-    });
-  });
-}
+import { freePort } from './helpers/process.ts';
 
 /** A private redis-server this test may kill; the shared one stays untouched. */
 async function startRedis(port: number): Promise<ChildProcess> {
