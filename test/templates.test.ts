@@ -55,6 +55,22 @@ describe.skipIf(!hasPostgres)('templates', () => {
     expect(retry.body).toBe(first.body);
   });
 
+  it('submit answers 409 when the business account already has this name and language upstream, keeping the draft', async () => {
+    const tenant = await createConnectedTenant(t.app);
+    const template = (await call(t.app, tenant, 'POST', '/templates', draft())).json();
+    // Someone created the same name and language in the business account outside this service.
+    const direct = await fetch(`${t.sandbox!.baseUrl}/${tenant.wabaId}/message_templates`, {
+      method: 'POST', headers: { authorization: 'Bearer sandbox-token', 'content-type': 'application/json' },
+      body: JSON.stringify({ name: template.template_name, language: template.language, category: 'MARKETING', components: BODY_TWO_VARS }),
+    });
+    expect(direct.status).toBe(200);
+    const res = await call(t.app, tenant, 'POST', `/templates/${template.id}/submit`);
+    expect(res.statusCode).toBe(409);
+    expect(res.json().error.code).toBe('CONFLICT');
+    const stored = await templatesRepository.findById(t.deps.db, tenant.id, template.id);
+    expect(stored?.status).toBe('draft');
+  });
+
   it('lists approved templates newest first with pagination', async () => {
     const tenant = await createConnectedTenant(t.app);
     const a = await createApprovedTemplate(t.app, tenant);

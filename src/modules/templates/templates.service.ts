@@ -2,7 +2,8 @@ import type { Logger } from 'pino';
 import type { Db } from '../../db/database.ts';
 import { AppError, notFound, type ValidationDetail } from '../../http/errors.ts';
 import { offsetOf, paginationFor, type PageQuery } from '../../http/pagination.ts';
-import type { UpstreamClient } from '../../upstream/types.ts';
+import { TEMPLATE_SUBCODES } from '../../upstream/error-codes.ts';
+import type { UpstreamClient, UpstreamOutcome } from '../../upstream/types.ts';
 import { findActiveAccount, noActiveAccount, toUpstreamAccount } from '../business-accounts/business-accounts.repository.ts';
 import { upstreamFailure } from '../business-accounts/upstream-failures.ts';
 import { LANGUAGE, TEMPLATE_NAME, validateComponents } from './templates.grammar.ts';
@@ -88,7 +89,7 @@ export class TemplatesService {
     });
     if (outcome.kind !== 'accepted') {
       this.logger?.warn({ tenant_id: tenantId, template_id: id, outcome: outcome.kind }, 'template submission failed upstream');
-      throw upstreamFailure(outcome, 'submitting the template');
+      throw submissionFailure(outcome);
     }
     // The upstream may answer with a final status at once, and may reassign the category.
     const status = mapUpstreamTemplateStatus(outcome.value.status) ?? 'pending';
@@ -100,3 +101,21 @@ export class TemplatesService {
 }
 
 const CATEGORY_SET = new Set(['MARKETING', 'UTILITY', 'AUTHENTICATION']);
+
+/**
+ * A refused submission is the caller's to fix when the upstream says the request itself is wrong:
+ * the name and language already exist in the business account (409), or the content breaks the
+ * upstream's template rules (400). Anything else is the platform's trouble (502/504, retry-safe).
+ */
+function submissionFailure(outcome: Exclude<UpstreamOutcome<unknown>, { kind: 'accepted' }>): AppError {
+  if (outcome.kind === 'rejected' && outcome.error.subcode === TEMPLATE_SUBCODES.duplicateNameLanguage) {
+    return new AppError('CONFLICT', 'A template with this name and language already exists in the business account');
+  }
+  if (outcome.kind === 'rejected' && outcome.error.errorClass === 'bad_request') {
+    const reason = outcome.error.details ?? outcome.error.title;
+    return new AppError('VALIDATION_ERROR', `The messaging platform refused the template: ${reason}`, {
+      details: [{ type: 'upstream_rejected', loc: ['body', 'components'], msg: reason, input: { code: outcome.error.code, subcode: outcome.error.subcode } }],
+    });
+  }
+  return upstreamFailure(outcome, 'submitting the template');
+}
