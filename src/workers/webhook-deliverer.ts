@@ -2,7 +2,7 @@ import type { Logger } from 'pino';
 import { decryptSecret } from '../crypto/secrets.ts';
 import type { Db } from '../db/database.ts';
 import { claimDueDeliveries, recordAttemptResults, type AttemptResult, type ClaimedDelivery } from '../modules/webhooks/webhooks.queue.ts';
-import type { WebhookSender } from '../modules/webhooks/webhooks.sender.ts';
+import { toLoggedOutcome, type WebhookSender } from '../modules/webhooks/webhooks.sender.ts';
 import type { WorkerLoop } from './loop.ts';
 
 // One flush at a time: a second one would only wait on the first's endpoint row locks, and records
@@ -132,13 +132,7 @@ export class WebhookDeliverer {
       return this.failed(row, 'internal', `signing secret unavailable: ${(err as Error).message}`);
     }
     const outcome = await this.sender.attempt({ url: row.url, endpointId: row.endpoint_id, eventType: row.event_type, payload: row.payload, secret });
-    if (outcome.ok) {
-      return { delivery: row, ok: true, statusCode: outcome.statusCode, responseTimeMs: outcome.responseTimeMs, responseBody: outcome.responseBody, errorClass: null, errorMessage: null, retryDelayMs: null };
-    }
-    return {
-      delivery: row, ok: false, statusCode: outcome.statusCode, responseTimeMs: outcome.responseTimeMs, responseBody: outcome.responseBody,
-      errorClass: outcome.errorClass, errorMessage: outcome.errorMessage, retryDelayMs: this.retryDelayAfter(row.attempt_number),
-    };
+    return { delivery: row, ...toLoggedOutcome(outcome), retryDelayMs: outcome.ok ? null : this.retryDelayAfter(row.attempt_number) };
   }
 
   private release(row: ClaimedDelivery) {

@@ -4,6 +4,7 @@ import type { Db } from '../../db/database.ts';
 import type { ApiKeysTable, BusinessAccountsTable, TenantsTable } from '../../db/schema.ts';
 import { encryptSecret } from '../../crypto/secrets.ts';
 import { AppError, conflict, notFound, validationError } from '../../http/errors.ts';
+import { isoOrNull } from '../../http/nullable.ts';
 import { parseAllowlistEntry } from '../../http/ip-allowlist.ts';
 import { isUuid } from '../contacts/contacts.repository.ts';
 import { generateApiKey } from '../tenants/api-key-format.ts';
@@ -11,7 +12,6 @@ import { PLANS, type PlanName } from '../tenants/plans.ts';
 import { isKnownScope, PRESETS } from '../tenants/scopes.ts';
 import type { ApiKey, ApiKeyCreate, BusinessAccount, BusinessAccountConnect, Tenant, TenantPatch } from './admin.schemas.ts';
 
-const iso = (d: Date | null) => (d ? d.toISOString() : null);
 
 function toTenant(row: Selectable<TenantsTable>): Tenant {
   return { id: row.id, name: row.name, plan: row.plan, api_requests_daily: row.api_requests_daily, created_at: row.created_at.toISOString() };
@@ -19,15 +19,15 @@ function toTenant(row: Selectable<TenantsTable>): Tenant {
 
 function toApiKey(row: Selectable<ApiKeysTable>): ApiKey {
   return {
-    id: row.id, name: row.name, prefix: row.prefix, scopes: row.scopes, mode: row.mode, expires_at: iso(row.expires_at),
-    ip_allowlist: row.ip_allowlist, created_at: row.created_at.toISOString(), revoked_at: iso(row.revoked_at),
+    id: row.id, name: row.name, prefix: row.prefix, scopes: row.scopes, mode: row.mode, expires_at: isoOrNull(row.expires_at),
+    ip_allowlist: row.ip_allowlist, created_at: row.created_at.toISOString(), revoked_at: isoOrNull(row.revoked_at),
   };
 }
 
 export function toBusinessAccount(row: Selectable<BusinessAccountsTable>): BusinessAccount {
   return {
     tenant_id: row.tenant_id, waba_id: row.waba_id, phone_number_id: row.phone_number_id, display_phone_number: row.display_phone_number,
-    status: row.status, connected_at: row.connected_at.toISOString(), updated_at: iso(row.updated_at),
+    status: row.status, connected_at: row.connected_at.toISOString(), updated_at: isoOrNull(row.updated_at),
   };
 }
 

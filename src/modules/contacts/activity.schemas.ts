@@ -1,7 +1,7 @@
 import { Type, type Static } from 'typebox';
+import { Nullable } from '../../http/nullable.ts';
 import { PageOf } from '../../http/pagination.ts';
 
-const Nullable = <T extends Parameters<typeof Type.Union>[0][number]>(schema: T) => Type.Union([Type.Null(), schema]);
 
 export const ContactParams = Type.Object({ id: Type.String() });
 export const FollowupParams = Type.Object({ id: Type.String(), followup_id: Type.String() });

@@ -1,6 +1,7 @@
 import type { Db, Queryable } from '../../db/database.ts';
 import { recordEvents } from '../../events/events.ts';
 import { notFound } from '../../http/errors.ts';
+import { isoOrNull } from '../../http/nullable.ts';
 import { offsetOf, paginationFor, type PageQuery } from '../../http/pagination.ts';
 import { listCommunications } from './communications.repository.ts';
 import { contactsRepository } from './contacts.repository.ts';
@@ -15,7 +16,7 @@ export function toNote(row: NoteRow): Note {
 export function toFollowup(row: FollowupRow): Followup {
   return {
     id: row.id, contact_id: row.contact_id, title: row.title, due_at: row.due_at.toISOString(), done: row.done, notes: row.notes,
-    created_at: row.created_at.toISOString(), updated_at: row.updated_at ? row.updated_at.toISOString() : null,
+    created_at: row.created_at.toISOString(), updated_at: isoOrNull(row.updated_at),
   };
 }
 

@@ -1,6 +1,9 @@
 import { randomUUID } from 'node:crypto';
+import type { Selectable } from 'kysely';
 import type { Queryable, Tx } from '../../db/database.ts';
+import type { ContactCommunicationsTable } from '../../db/schema.ts';
 import { recordEvents } from '../../events/events.ts';
+import { pageWithTotal } from '../../db/page.ts';
 
 export interface Communication {
   id: string;
@@ -10,6 +13,13 @@ export interface Communication {
   message_id: string | null;
   summary: string | null;
   created_at: string;
+}
+
+function toCommunication(row: Selectable<ContactCommunicationsTable>): Communication {
+  return {
+    id: row.id, contact_id: row.contact_id, direction: row.direction as Communication['direction'], channel: row.channel,
+    message_id: row.message_id, summary: row.summary, created_at: row.created_at.toISOString(),
+  };
 }
 
 /**
@@ -22,25 +32,13 @@ export async function addCommunication(tx: Tx, tenantId: string, input: {
   const row = await tx.insertInto('contact_communications')
     .values({ id: randomUUID(), tenant_id: tenantId, contact_id: input.contactId, direction: input.direction, message_id: input.messageId, summary: input.summary })
     .returningAll().executeTakeFirstOrThrow();
-  const communication: Communication = {
-    id: row.id, contact_id: row.contact_id, direction: row.direction as Communication['direction'], channel: row.channel,
-    message_id: row.message_id, summary: row.summary, created_at: row.created_at.toISOString(),
-  };
+  const communication = toCommunication(row);
   await recordEvents(tx, tenantId, [{ type: 'contact.communication_added', data: communication }]);
   return communication;
 }
 
 export async function listCommunications(db: Queryable, tenantId: string, contactId: string, limit: number, offset: number) {
   const base = db.selectFrom('contact_communications').where('tenant_id', '=', tenantId).where('contact_id', '=', contactId);
-  const [rows, count] = await Promise.all([
-    base.selectAll().orderBy('created_at', 'desc').orderBy('id', 'desc').limit(limit).offset(offset).execute(),
-    base.select((eb) => eb.fn.countAll<number>().as('n')).executeTakeFirstOrThrow(),
-  ]);
-  return {
-    rows: rows.map((row): Communication => ({
-      id: row.id, contact_id: row.contact_id, direction: row.direction as Communication['direction'], channel: row.channel,
-      message_id: row.message_id, summary: row.summary, created_at: row.created_at.toISOString(),
-    })),
-    total: Number(count.n),
-  };
+  const { rows, total } = await pageWithTotal(base, (q) => q.selectAll().orderBy('created_at', 'desc').orderBy('id', 'desc').limit(limit).offset(offset));
+  return { rows: rows.map(toCommunication), total };
 }

@@ -3,6 +3,7 @@ import { sql, type Selectable } from 'kysely';
 import type { Queryable, Tx } from '../../db/database.ts';
 import type { ContactsTable } from '../../db/schema.ts';
 import { conflict } from '../../http/errors.ts';
+import { pageWithTotal } from '../../db/page.ts';
 
 export type ContactRow = Selectable<ContactsTable>;
 
@@ -118,11 +119,7 @@ export const contactsRepository = {
     if (filter.tag !== undefined) query = query.where(sql<boolean>`tags @> ARRAY[${filter.tag}]::text[]`);
     const countAll = async () => Number((await query.select((eb) => eb.fn.countAll<number>().as('n')).executeTakeFirstOrThrow()).n);
 
-    if (!filter.search) {
-      const page = query.selectAll().orderBy('created_at', 'desc').orderBy('id', 'desc').limit(limit).offset(offset);
-      const [rows, total] = await Promise.all([page.execute(), countAll()]);
-      return { rows, total };
-    }
+    if (!filter.search) return pageWithTotal(query, (q) => q.selectAll().orderBy('created_at', 'desc').orderBy('id', 'desc').limit(limit).offset(offset));
     // The total needs every match, so the matches come from the trigram index once (materialised),
     // then are counted and paged. Left to itself the planner would walk the created_at index and
     // filter a million rows to find fifty (measured: 450 ms against 5 ms).

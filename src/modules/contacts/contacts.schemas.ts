@@ -1,8 +1,7 @@
 import { Type, type Static } from 'typebox';
+import { Nullable } from '../../http/nullable.ts';
 import { PageOf, PageQuery } from '../../http/pagination.ts';
 
-// Null first: with Fastify's type coercion, [String, Null] would turn a null into "" instead of clearing the field.
-const Nullable = <T extends Parameters<typeof Type.Union>[0][number]>(schema: T) => Type.Union([Type.Null(), schema]);
 const Text = (max = 255) => Type.String({ maxLength: max });
 
 export const Contact = Type.Object({

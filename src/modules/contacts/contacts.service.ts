@@ -2,6 +2,7 @@ import Value from 'typebox/value';
 import type { Db } from '../../db/database.ts';
 import { recordEvents } from '../../events/events.ts';
 import { notFound, validationError } from '../../http/errors.ts';
+import { isoOrNull } from '../../http/nullable.ts';
 import { offsetOf, paginationFor, type PageQuery } from '../../http/pagination.ts';
 import { contactsRepository as repo, type ContactFilter, type ContactRow, type ContactValues } from './contacts.repository.ts';
 import { ContactCreate, type BulkResult, type Contact, type ContactPatch } from './contacts.schemas.ts';
@@ -21,7 +22,7 @@ export function toContact(row: ContactRow): Contact {
     custom_fields: row.custom_fields as Contact['custom_fields'],
     source: row.source,
     created_at: row.created_at.toISOString(),
-    updated_at: row.updated_at ? row.updated_at.toISOString() : null,
+    updated_at: isoOrNull(row.updated_at),
   };
 }
 

@@ -3,6 +3,7 @@ import type { Selectable } from 'kysely';
 import type { Queryable, Tx } from '../../db/database.ts';
 import type { ContactFollowupsTable } from '../../db/schema.ts';
 import { isUuid } from './contacts.repository.ts';
+import { pageWithTotal } from '../../db/page.ts';
 
 export type FollowupRow = Selectable<ContactFollowupsTable>;
 
@@ -42,10 +43,6 @@ export const followupsRepository = {
   /** Soonest due first. */
   async list(db: Queryable, tenantId: string, contactId: string, limit: number, offset: number) {
     const base = db.selectFrom('contact_followups').where('tenant_id', '=', tenantId).where('contact_id', '=', contactId);
-    const [rows, count] = await Promise.all([
-      base.selectAll().orderBy('due_at', 'asc').orderBy('id', 'asc').limit(limit).offset(offset).execute(),
-      base.select((eb) => eb.fn.countAll<number>().as('n')).executeTakeFirstOrThrow(),
-    ]);
-    return { rows, total: Number(count.n) };
+    return pageWithTotal(base, (q) => q.selectAll().orderBy('due_at', 'asc').orderBy('id', 'asc').limit(limit).offset(offset));
   },
 };

@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import type { Selectable } from 'kysely';
 import type { Queryable, Tx } from '../../db/database.ts';
 import type { ContactNotesTable } from '../../db/schema.ts';
+import { pageWithTotal } from '../../db/page.ts';
 
 export type NoteRow = Selectable<ContactNotesTable>;
 
@@ -13,10 +14,6 @@ export const notesRepository = {
 
   async list(db: Queryable, tenantId: string, contactId: string, limit: number, offset: number) {
     const base = db.selectFrom('contact_notes').where('tenant_id', '=', tenantId).where('contact_id', '=', contactId);
-    const [rows, count] = await Promise.all([
-      base.selectAll().orderBy('created_at', 'desc').orderBy('id', 'desc').limit(limit).offset(offset).execute(),
-      base.select((eb) => eb.fn.countAll<number>().as('n')).executeTakeFirstOrThrow(),
-    ]);
-    return { rows, total: Number(count.n) };
+    return pageWithTotal(base, (q) => q.selectAll().orderBy('created_at', 'desc').orderBy('id', 'desc').limit(limit).offset(offset));
   },
 };

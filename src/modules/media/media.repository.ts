@@ -2,6 +2,7 @@ import type { Selectable } from 'kysely';
 import type { Queryable } from '../../db/database.ts';
 import type { MediaTable } from '../../db/schema.ts';
 import { isUuid } from '../contacts/contacts.repository.ts';
+import { pageWithTotal } from '../../db/page.ts';
 
 export type MediaRow = Selectable<MediaTable>;
 
@@ -19,11 +20,7 @@ export const mediaRepository = {
 
   async list(db: Queryable, tenantId: string, limit: number, offset: number) {
     const base = db.selectFrom('media').where('tenant_id', '=', tenantId).where('deleted_at', 'is', null);
-    const [rows, count] = await Promise.all([
-      base.selectAll().orderBy('created_at', 'desc').orderBy('id', 'desc').limit(limit).offset(offset).execute(),
-      base.select((eb) => eb.fn.countAll<number>().as('n')).executeTakeFirstOrThrow(),
-    ]);
-    return { rows, total: Number(count.n) };
+    return pageWithTotal(base, (q) => q.selectAll().orderBy('created_at', 'desc').orderBy('id', 'desc').limit(limit).offset(offset));
   },
 
   async softDelete(db: Queryable, tenantId: string, id: string): Promise<MediaRow | undefined> {

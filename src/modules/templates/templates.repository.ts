@@ -4,6 +4,7 @@ import type { Queryable } from '../../db/database.ts';
 import type { TemplatesTable } from '../../db/schema.ts';
 import { conflict } from '../../http/errors.ts';
 import { isUuid } from '../contacts/contacts.repository.ts';
+import { pageWithTotal } from '../../db/page.ts';
 
 export type TemplateRow = Selectable<TemplatesTable>;
 export type TemplateStatus = 'draft' | 'pending' | 'approved' | 'rejected' | 'paused' | 'disabled';
@@ -40,11 +41,7 @@ export const templatesRepository = {
 
   async listApproved(db: Queryable, tenantId: string, limit: number, offset: number) {
     const base = db.selectFrom('templates').where('tenant_id', '=', tenantId).where('status', '=', 'approved');
-    const [rows, count] = await Promise.all([
-      base.selectAll().orderBy('created_at', 'desc').orderBy('id', 'desc').limit(limit).offset(offset).execute(),
-      base.select((eb) => eb.fn.countAll<number>().as('n')).executeTakeFirstOrThrow(),
-    ]);
-    return { rows, total: Number(count.n) };
+    return pageWithTotal(base, (q) => q.selectAll().orderBy('created_at', 'desc').orderBy('id', 'desc').limit(limit).offset(offset));
   },
 
   /** draft -> submitted; conditional so a concurrent submit cannot win twice. */

@@ -1,4 +1,5 @@
 import { Type, type Static } from 'typebox';
+import { Nullable } from '../../http/nullable.ts';
 import { PageOf } from '../../http/pagination.ts';
 
 export const CATEGORIES = ['MARKETING', 'UTILITY', 'AUTHENTICATION'] as const;
@@ -9,9 +10,9 @@ export const Template = Type.Object({
   language: Type.String(),
   category: Type.String(),
   status: Type.String(),
-  components: Type.Union([Type.Array(Type.Object({}, { additionalProperties: true })), Type.Null()]),
+  components: Nullable(Type.Array(Type.Object({}, { additionalProperties: true }))),
   created_at: Type.String(),
-  updated_at: Type.Union([Type.String(), Type.Null()]),
+  updated_at: Nullable(Type.String()),
 });
 export type Template = Static<typeof Template>;
 

@@ -1,6 +1,7 @@
 import type { Logger } from 'pino';
 import type { Db } from '../../db/database.ts';
 import { AppError, notFound, type ValidationDetail } from '../../http/errors.ts';
+import { isoOrNull } from '../../http/nullable.ts';
 import { offsetOf, paginationFor, type PageQuery } from '../../http/pagination.ts';
 import { TEMPLATE_SUBCODES } from '../../upstream/error-codes.ts';
 import type { UpstreamClient, UpstreamOutcome } from '../../upstream/types.ts';
@@ -19,7 +20,7 @@ export function toTemplate(row: TemplateRow): Template {
     status: row.status,
     components: (row.components ?? null) as Template['components'],
     created_at: row.created_at.toISOString(),
-    updated_at: row.updated_at ? row.updated_at.toISOString() : null,
+    updated_at: isoOrNull(row.updated_at),
   };
 }
 

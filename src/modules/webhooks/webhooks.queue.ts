@@ -1,5 +1,6 @@
 import { sql } from 'kysely';
 import type { Db, Queryable } from '../../db/database.ts';
+import type { LoggedOutcome } from './webhooks.sender.ts';
 
 /**
  * The delivery work queue: delivery rows themselves are the jobs. These queries are the one place
@@ -88,14 +89,8 @@ export async function claimDueDeliveries(db: Queryable, o: ClaimOptions): Promis
   return result.rows;
 }
 
-export interface AttemptResult {
+export interface AttemptResult extends LoggedOutcome {
   delivery: ClaimedDelivery;
-  ok: boolean;
-  statusCode: number | null;
-  responseTimeMs: number;
-  responseBody: string | null;
-  errorClass: string | null;
-  errorMessage: string | null;
   /** Delay before the next attempt; null when this failure was the last attempt (abandoned). */
   retryDelayMs: number | null;
 }

@@ -4,6 +4,8 @@ import type { Queryable, Tx } from '../../db/database.ts';
 import type { WebhookDeliveriesTable, WebhookEndpointsTable } from '../../db/schema.ts';
 import { isUuid } from '../contacts/contacts.repository.ts';
 import type { DeliveryStatus } from './webhooks.schemas.ts';
+import type { LoggedOutcome } from './webhooks.sender.ts';
+import { pageWithTotal } from '../../db/page.ts';
 
 export type EndpointRow = Selectable<WebhookEndpointsTable>;
 export type DeliveryRow = Omit<Selectable<WebhookDeliveriesTable>, 'payload'>;
@@ -23,18 +25,12 @@ export interface EndpointValues {
   signing_secret_enc: string;
 }
 
-export interface TestAttemptRecord {
+export interface TestAttemptRecord extends LoggedOutcome {
   id: string;
   endpointId: string;
   eventId: string;
   url: string;
   payload: Buffer;
-  ok: boolean;
-  statusCode: number | null;
-  responseTimeMs: number;
-  responseBody: string | null;
-  errorClass: string | null;
-  errorMessage: string | null;
 }
 
 export const webhooksRepository = {
@@ -82,11 +78,8 @@ export const webhooksRepository = {
     let query = db.selectFrom('webhook_deliveries').where('tenant_id', '=', tenantId);
     if (filter.endpointId) query = query.where('endpoint_id', '=', filter.endpointId);
     if (filter.status) query = query.where('status', '=', filter.status);
-    const [rows, count] = await Promise.all([
-      query.select(DELIVERY_COLUMNS).orderBy('created_at', 'desc').orderBy('id', 'desc').limit(limit).offset(offset).execute(),
-      query.select((eb) => eb.fn.countAll<number>().as('n')).executeTakeFirstOrThrow(),
-    ]);
-    return { rows: rows as DeliveryRow[], total: Number(count.n) };
+    const { rows, total } = await pageWithTotal(query, (q) => q.select(DELIVERY_COLUMNS).orderBy('created_at', 'desc').orderBy('id', 'desc').limit(limit).offset(offset));
+    return { rows: rows as DeliveryRow[], total };
   },
 
   async findDeliveryWithPayload(db: Queryable, tenantId: string, id: string) {

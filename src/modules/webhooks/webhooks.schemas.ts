@@ -1,7 +1,7 @@
 import { Type, type Static } from 'typebox';
+import { Nullable } from '../../http/nullable.ts';
 import { PageOf } from '../../http/pagination.ts';
 
-const Nullable = <T extends Parameters<typeof Type.Union>[0][number]>(schema: T) => Type.Union([Type.Null(), schema]);
 
 export const DELIVERY_STATUSES = ['pending', 'success', 'failed', 'retrying', 'abandoned'] as const;
 export type DeliveryStatus = (typeof DELIVERY_STATUSES)[number];

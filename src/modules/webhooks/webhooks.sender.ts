@@ -17,6 +17,23 @@ export type AttemptOutcome =
   | { ok: true; statusCode: number; responseTimeMs: number; responseBody: string | null }
   | { ok: false; statusCode: number | null; responseTimeMs: number; responseBody: string | null; errorClass: ErrorClass; errorMessage: string };
 
+/** An attempt's outcome as the delivery log records it (error fields null on success). */
+export interface LoggedOutcome {
+  ok: boolean;
+  statusCode: number | null;
+  responseTimeMs: number;
+  responseBody: string | null;
+  errorClass: string | null;
+  errorMessage: string | null;
+}
+
+export function toLoggedOutcome(outcome: AttemptOutcome): LoggedOutcome {
+  const { ok, statusCode, responseTimeMs, responseBody } = outcome;
+  return outcome.ok
+    ? { ok, statusCode, responseTimeMs, responseBody, errorClass: null, errorMessage: null }
+    : { ok, statusCode, responseTimeMs, responseBody, errorClass: outcome.errorClass, errorMessage: outcome.errorMessage };
+}
+
 export interface AttemptRequest {
   url: string;
   endpointId: string;

@@ -3,14 +3,14 @@ import { decryptSecret, encryptSecret } from '../../crypto/secrets.ts';
 import type { Db } from '../../db/database.ts';
 import { envelopeJson, isEventType } from '../../events/events.ts';
 import { AppError, notFound } from '../../http/errors.ts';
+import { isoOrNull } from '../../http/nullable.ts';
 import { offsetOf, paginationFor } from '../../http/pagination.ts';
 import { webhooksRepository as repo, type DeliveryRow, type EndpointRow, type EndpointValues } from './webhooks.repository.ts';
 import type { Delivery, DeliveryMetrics, DeliveryQuery, Endpoint, EndpointCreate, EndpointUpdate, TestResult } from './webhooks.schemas.ts';
-import type { WebhookSender } from './webhooks.sender.ts';
+import { toLoggedOutcome, type WebhookSender } from './webhooks.sender.ts';
 import { newSigningSecret } from './webhooks.signer.ts';
 import { validateEndpointUrl } from './webhooks.url.ts';
 
-const iso = (d: Date | null) => (d ? d.toISOString() : null);
 
 export function toEndpoint(row: EndpointRow): Endpoint {
   return {
@@ -19,11 +19,11 @@ export function toEndpoint(row: EndpointRow): Endpoint {
     events: row.events,
     description: row.description,
     is_active: row.is_active,
-    last_success_at: iso(row.last_success_at),
-    last_failure_at: iso(row.last_failure_at),
+    last_success_at: isoOrNull(row.last_success_at),
+    last_failure_at: isoOrNull(row.last_failure_at),
     consecutive_failures: row.consecutive_failures,
     created_at: row.created_at.toISOString(),
-    updated_at: iso(row.updated_at),
+    updated_at: isoOrNull(row.updated_at),
   };
 }
 
@@ -40,9 +40,9 @@ export function toDelivery(row: DeliveryRow): Delivery {
     response_time_ms: row.response_time_ms,
     error_message: row.error_message,
     // Only a scheduled retry has a "next retry"; a pending row is due now, a finished one never.
-    next_retry_at: row.status === 'retrying' ? iso(row.next_attempt_at) : null,
+    next_retry_at: row.status === 'retrying' ? isoOrNull(row.next_attempt_at) : null,
     created_at: row.created_at.toISOString(),
-    completed_at: iso(row.completed_at),
+    completed_at: isoOrNull(row.completed_at),
   };
 }
 
@@ -133,20 +133,18 @@ export class WebhooksService {
       url: endpoint.url, endpointId: endpoint.id, eventType: 'webhook.test', payload, attemptId: deliveryId,
       secret: decryptSecret(this.options.secretsKey, endpoint.signing_secret_enc),
     });
-    const failure = outcome.ok ? null : outcome;
+    const logged = toLoggedOutcome(outcome);
     await this.db.transaction().execute((tx) => repo.recordTestAttempt(tx, tenantId, {
-      id: deliveryId, endpointId: endpoint.id, eventId, url: endpoint.url, payload, ok: outcome.ok, statusCode: outcome.statusCode,
-      responseTimeMs: outcome.responseTimeMs, responseBody: outcome.responseBody,
-      errorClass: failure?.errorClass ?? null, errorMessage: failure?.errorMessage ?? null,
+      id: deliveryId, endpointId: endpoint.id, eventId, url: endpoint.url, payload, ...logged,
     }));
     return {
       delivered: outcome.ok,
       delivery_id: deliveryId,
-      message: outcome.ok ? `Test event delivered (HTTP ${outcome.statusCode})` : `Test event not delivered: ${failure!.errorMessage}`,
+      message: outcome.ok ? `Test event delivered (HTTP ${outcome.statusCode})` : `Test event not delivered: ${logged.errorMessage}`,
       status_code: outcome.statusCode,
       response_time_ms: outcome.responseTimeMs,
       response_body: outcome.responseBody,
-      error: failure ? failure.errorMessage : null,
+      error: logged.errorMessage,
       endpoint_disabled: !endpoint.is_active,
     };
   }
