@@ -26,6 +26,29 @@ async function stopRedis(child: ChildProcess | undefined) {
   await exited;
 }
 
+/**
+ * Waits until responses carry the rate-limit headers again, then checks that consecutive requests
+ * are counted. The minute window is keyed by wall-clock minute, so a pair that straddles a minute
+ * boundary starts a fresh count; such a pair is taken again rather than failing the test.
+ */
+async function expectCountingResumed(app: TestApp['app'], tenant: Awaited<ReturnType<typeof createTenant>>, intervalMs: number) {
+  const remaining = async () => {
+    const res = await call(app, tenant, 'GET', '/contacts');
+    expect(res.statusCode).toBe(200);
+    const value = res.headers['x-ratelimit-remaining-minute'];
+    return value === undefined ? null : Number(value);
+  };
+  await eventually(remaining, 10_000, intervalMs);
+  for (let attempt = 1; ; attempt++) {
+    const first = await remaining();
+    const second = await remaining();
+    if (second === first! - 1 || attempt === 3) {
+      expect(second).toBe(first! - 1);
+      return;
+    }
+  }
+}
+
 const hasRedisServer = await new Promise<boolean>((resolve) => {
   const probe = spawn('redis-server', ['--version']);
   probe.once('error', () => resolve(false));
@@ -84,13 +107,7 @@ describe.skipIf(!hasPostgres || !hasRedisServer)('rate limits when Redis becomes
     expect(ready.json()).toMatchObject({ status: 'ready', database: 'ok', redis: 'unavailable' });
 
     redis = await startRedis(port);
-    const resumed = await eventually(async () => {
-      const res = await call(t.app, tenant, 'GET', '/contacts');
-      return res.headers['x-ratelimit-remaining-minute'] !== undefined ? res : null;
-    }, 10_000, 100);
-    expect(resumed.statusCode).toBe(200);
-    const next = await call(t.app, tenant, 'GET', '/contacts');
-    expect(Number(next.headers['x-ratelimit-remaining-minute'])).toBe(Number(resumed.headers['x-ratelimit-remaining-minute']) - 1);
+    await expectCountingResumed(t.app, tenant, 100);
     expect((await t.app.inject({ method: 'GET', url: '/readyz' })).json()).toMatchObject({ redis: 'ok' });
   });
 
@@ -115,11 +132,7 @@ describe.skipIf(!hasPostgres || !hasRedisServer)('rate limits when Redis becomes
       const rest = durations.slice(1).sort((a, b) => a - b);
       expect(rest[Math.floor(rest.length / 2)]).toBeLessThan(25);
       hung.kill('SIGCONT');
-      const resumed = await eventually(async () => {
-        const res = await call(app.app, tenant, 'GET', '/contacts');
-        return res.headers['x-ratelimit-remaining-minute'] !== undefined ? res : null;
-      }, 10_000, 50);
-      expect(Number(resumed.headers['x-ratelimit-remaining-minute'])).toBeLessThan(999);
+      await expectCountingResumed(app.app, tenant, 50);
     } finally {
       await app.close();
       hung.kill('SIGCONT');
