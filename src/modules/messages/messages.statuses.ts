@@ -47,11 +47,19 @@ export async function applyMessageStatuses(tx: Tx, tenantId: string, updates: St
   if (updates.length === 0) return { applied: [], unknown: [] };
   const wamids = [...new Set(updates.map((u) => u.upstreamMessageId))];
   const rowIds = [...new Set(updates.flatMap((u) => (u.callbackData && UUID.test(u.callbackData) ? [u.callbackData] : [])))];
+  // The ids are gathered first through their own unique indexes, then each row is locked by primary
+  // key: with the OR in one WHERE the planner read every message of the tenant through its tenant
+  // index and filtered (measured 8 ms for 100 callbacks at 7,000 messages, growing with the tenant).
   const { rows } = await sql<Row>`
-    SELECT id, upstream_message_id, status, status_rank, to_phone, contact_id, campaign_id, template_name
-    FROM messages
-    WHERE tenant_id = ${tenantId} AND (upstream_message_id = ANY(${wamids}::text[]) OR id = ANY(${rowIds}::uuid[]))
-    ORDER BY id FOR UPDATE`.execute(tx);
+    WITH ids AS MATERIALIZED (
+      SELECT m.id FROM messages m WHERE m.upstream_message_id = ANY(${wamids}::text[])
+      UNION
+      SELECT unnest(${rowIds}::uuid[])
+    )
+    SELECT m.id, m.upstream_message_id, m.status, m.status_rank, m.to_phone, m.contact_id, m.campaign_id, m.template_name
+    FROM ids JOIN messages m ON m.id = ids.id
+    WHERE m.tenant_id = ${tenantId}
+    ORDER BY m.id FOR UPDATE OF m`.execute(tx);
   const byWamid = new Map(rows.filter((r) => r.upstream_message_id).map((r) => [r.upstream_message_id!, r]));
   const byId = new Map(rows.map((r) => [r.id, r]));
 
