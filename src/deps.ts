@@ -103,6 +103,7 @@ export async function createDeps(config: Config, logger: Logger = createLogger(c
   const upstream = createUpstreamClient({ baseUrl: upstreamBaseUrlFor(config, options), timeoutMs: config.upstreamTimeoutMs });
   const webhookSender = new WebhookSender({
     timeoutMs: config.webhookTimeoutMs, extraCaFile: config.webhookExtraCaFile, allowPrivateNetworks: config.webhookAllowPrivateNetworks,
+    maxConnectionsPerOrigin: config.webhookConcurrency,
   });
   if (redis) await firstConnection(redis, 500);
   const templateSync = new TemplateStatusSync(db, upstream, config.secretsKey, { intervalMs: config.templatePollIntervalMs, batch: config.templatePollBatch }, logger);

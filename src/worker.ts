@@ -22,6 +22,7 @@ export function createWebhookDeliverer(deps: Deps): WebhookDeliverer {
     secretsKey: c.secretsKey,
     retryDelaysMs: c.webhookRetryDelaysMs,
     leaseMs: c.webhookLeaseMs,
+    timeoutMs: c.webhookTimeoutMs,
     pollMs: c.webhookPollMs,
     concurrency: c.webhookConcurrency,
     endpointConcurrency: c.webhookEndpointConcurrency,

@@ -115,7 +115,6 @@ export interface WebhookDeliveriesTable {
   event_id: string;
   event_type: string;
   request_url: string;
-  payload: Buffer;
   status: string;
   attempt_number: Generated<number>;
   next_attempt_at: Timestamp | null;
@@ -129,6 +128,12 @@ export interface WebhookDeliveriesTable {
   replay_of: string | null;
   created_at: CreatedAt;
   completed_at: Timestamp | null;
+}
+
+export interface WebhookPayloadsTable {
+  event_id: string;
+  tenant_id: string;
+  payload: Buffer;
 }
 
 export interface ContactNotesTable {
@@ -230,6 +235,7 @@ export interface DB {
   idempotency_keys: IdempotencyKeysTable;
   webhook_endpoints: WebhookEndpointsTable;
   webhook_deliveries: WebhookDeliveriesTable;
+  webhook_payloads: WebhookPayloadsTable;
   contact_notes: ContactNotesTable;
   contact_followups: ContactFollowupsTable;
   templates: TemplatesTable;

@@ -35,7 +35,8 @@ export function envelopeJson(id: string, type: string, createdAt: string, dataJs
  * that caused them, and fans them out to the tenant's webhook endpoints in the same transaction
  * (transactional outbox). Set-based: two statements however many events (arrays are passed as
  * parameters, so a batch is never limited by the 65,535-parameter cap): one insert into `events`,
- * one INSERT ... SELECT creating a delivery row per (event, active subscribed endpoint).
+ * one statement storing the envelope of each event that has a subscriber and creating a delivery row
+ * per (event, active subscribed endpoint).
  */
 export async function recordEvents(tx: Tx, tenantId: string, events: NewEvent[]): Promise<void> {
   if (events.length === 0) return;
@@ -60,12 +61,21 @@ export async function recordEvents(tx: Tx, tenantId: string, events: NewEvent[])
   `.execute(tx);
 
   // Inactive (auto-disabled or paused) and deleted endpoints get nothing. The join is driven by
-  // the tenant's few active endpoints (partial index webhook_endpoints_fanout).
+  // the tenant's few active endpoints (partial index webhook_endpoints_fanout). The envelope is
+  // stored once per event that has a subscriber, and its deliveries point at it.
   await sql`
-    INSERT INTO webhook_deliveries (id, tenant_id, endpoint_id, event_id, event_type, request_url, payload, status, attempt_number, next_attempt_at)
-    SELECT gen_random_uuid(), ${tenantId}::uuid, w.id, e.id, e.type, w.url, convert_to(e.payload, 'UTF8'), 'pending', 0, now()
-    FROM unnest(${ids}::uuid[], ${types}::text[], ${payloads}::text[]) AS e(id, type, payload)
-    JOIN webhook_endpoints w
-      ON w.tenant_id = ${tenantId}::uuid AND w.is_active AND w.deleted_at IS NULL AND e.type = ANY (w.events)
+    WITH fan AS MATERIALIZED (
+      SELECT e.id AS event_id, e.type, e.payload, w.id AS endpoint_id, w.url
+      FROM unnest(${ids}::uuid[], ${types}::text[], ${payloads}::text[]) AS e(id, type, payload)
+      JOIN webhook_endpoints w
+        ON w.tenant_id = ${tenantId}::uuid AND w.is_active AND w.deleted_at IS NULL AND e.type = ANY (w.events)
+    ),
+    stored AS (
+      INSERT INTO webhook_payloads (event_id, tenant_id, payload)
+      SELECT DISTINCT ON (event_id) event_id, ${tenantId}::uuid, convert_to(payload, 'UTF8') FROM fan
+    )
+    INSERT INTO webhook_deliveries (id, tenant_id, endpoint_id, event_id, event_type, request_url, status, attempt_number, next_attempt_at)
+    SELECT gen_random_uuid(), ${tenantId}::uuid, f.endpoint_id, f.event_id, f.type, f.url, 'pending', 0, now()
+    FROM fan f
   `.execute(tx);
 }

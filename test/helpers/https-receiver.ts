@@ -12,8 +12,11 @@ export interface ReceivedRequest {
   at: number;
 }
 
-/** What the receiver does for a path: answer with a status, or hang until the client gives up. */
-export type Behaviour = number | 'hang';
+/**
+ * What the receiver does for a path: answer with a status, hang until the client gives up, or
+ * answer 200 with a body that never ends.
+ */
+export type Behaviour = number | 'hang' | 'flood';
 
 /** A self-signed certificate for 127.0.0.1 and localhost, generated with the openssl CLI. */
 export function makeCertificate(): { certFile: string; keyFile: string; cert: string; key: string } {
@@ -37,6 +40,9 @@ export async function startReceiver() {
   const received: ReceivedRequest[] = [];
   const behaviours = new Map<string, Behaviour>();
   const hanging = new Set<ServerResponse>();
+  // Requests per path that are hanging right now (the client has not given up), and the most ever at once.
+  const open = new Map<string, number>();
+  const maxOpen = new Map<string, number>();
   const server: Server = createServer({ cert: certificate.cert, key: certificate.key }, (req, res) => {
     const chunks: Buffer[] = [];
     req.on('data', (c: Buffer) => chunks.push(c));
@@ -46,6 +52,19 @@ export async function startReceiver() {
       const behaviour = behaviours.get(path) ?? 200;
       if (behaviour === 'hang') {
         hanging.add(res);
+        const now = (open.get(path) ?? 0) + 1;
+        open.set(path, now);
+        maxOpen.set(path, Math.max(now, maxOpen.get(path) ?? 0));
+        res.on('close', () => open.set(path, (open.get(path) ?? 1) - 1));
+        return;
+      }
+      if (behaviour === 'flood') {
+        hanging.add(res);
+        res.writeHead(200, { 'content-type': 'text/plain' });
+        const chunk = Buffer.alloc(64 * 1024, 'y');
+        const pump = () => { while (!res.destroyed && res.write(chunk)); };
+        res.on('drain', pump);
+        pump();
         return;
       }
       res.writeHead(behaviour, { 'content-type': 'text/plain' });
@@ -61,6 +80,8 @@ export async function startReceiver() {
     url: (path: string) => `https://127.0.0.1:${port}${path}`,
     behave(path: string, behaviour: Behaviour) { behaviours.set(path, behaviour); },
     at: (path: string) => received.filter((r) => r.path === path),
+    /** The most requests to a hanging path that were open at the same time. */
+    maxOpenAt: (path: string) => maxOpen.get(path) ?? 0,
     async close() {
       for (const res of hanging) res.destroy();
       server.closeAllConnections();

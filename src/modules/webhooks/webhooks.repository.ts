@@ -8,14 +8,7 @@ import type { LoggedOutcome } from './webhooks.sender.ts';
 import { pageWithTotal } from '../../db/page.ts';
 
 export type EndpointRow = Selectable<WebhookEndpointsTable>;
-export type DeliveryRow = Omit<Selectable<WebhookDeliveriesTable>, 'payload'>;
-
-/** Every column but the payload: listings never need the bytes. */
-const DELIVERY_COLUMNS = [
-  'id', 'tenant_id', 'endpoint_id', 'event_id', 'event_type', 'request_url', 'status', 'attempt_number', 'next_attempt_at',
-  'lease_until', 'response_status_code', 'response_time_ms', 'response_body', 'error_class', 'error_message', 'is_test',
-  'replay_of', 'created_at', 'completed_at',
-] as const;
+export type DeliveryRow = Selectable<WebhookDeliveriesTable>;
 
 export interface EndpointValues {
   url: string;
@@ -30,6 +23,7 @@ export interface TestAttemptRecord extends LoggedOutcome {
   endpointId: string;
   eventId: string;
   url: string;
+  /** The envelope bytes that were sent (stored once, under the test's own event id). */
   payload: Buffer;
 }
 
@@ -78,23 +72,22 @@ export const webhooksRepository = {
     let query = db.selectFrom('webhook_deliveries').where('tenant_id', '=', tenantId);
     if (filter.endpointId) query = query.where('endpoint_id', '=', filter.endpointId);
     if (filter.status) query = query.where('status', '=', filter.status);
-    const { rows, total } = await pageWithTotal(query, (q) => q.select(DELIVERY_COLUMNS).orderBy('created_at', 'desc').orderBy('id', 'desc').limit(limit).offset(offset));
-    return { rows: rows as DeliveryRow[], total };
+    return pageWithTotal(query, (q) => q.selectAll().orderBy('created_at', 'desc').orderBy('id', 'desc').limit(limit).offset(offset));
   },
 
-  async findDeliveryWithPayload(db: Queryable, tenantId: string, id: string) {
+  async findDelivery(db: Queryable, tenantId: string, id: string): Promise<DeliveryRow | undefined> {
     if (!isUuid(id)) return undefined;
     return db.selectFrom('webhook_deliveries').selectAll()
       .where('tenant_id', '=', tenantId).where('id', '=', id)
       .executeTakeFirst();
   },
 
-  /** A new pending row carrying the original event id and payload bytes; the original is untouched. */
-  async insertReplay(db: Queryable, tenantId: string, original: Selectable<WebhookDeliveriesTable>, url: string): Promise<string> {
+  /** A new pending row for the original event (so the same stored bytes); the original is untouched. */
+  async insertReplay(db: Queryable, tenantId: string, original: DeliveryRow, url: string): Promise<string> {
     const id = randomUUID();
     await db.insertInto('webhook_deliveries').values({
       id, tenant_id: tenantId, endpoint_id: original.endpoint_id, event_id: original.event_id, event_type: original.event_type,
-      request_url: url, payload: original.payload, status: 'pending', attempt_number: 0, next_attempt_at: new Date(), replay_of: original.id,
+      request_url: url, status: 'pending', attempt_number: 0, next_attempt_at: new Date(), replay_of: original.id,
     }).execute();
     return id;
   },
@@ -118,9 +111,10 @@ export const webhooksRepository = {
    * last_success_at); a failure leaves the endpoint untouched: it never counts toward the threshold.
    */
   async recordTestAttempt(tx: Tx, tenantId: string, r: TestAttemptRecord): Promise<EndpointRow | undefined> {
+    await tx.insertInto('webhook_payloads').values({ event_id: r.eventId, tenant_id: tenantId, payload: r.payload }).execute();
     await tx.insertInto('webhook_deliveries').values({
       id: r.id, tenant_id: tenantId, endpoint_id: r.endpointId, event_id: r.eventId, event_type: 'webhook.test', request_url: r.url,
-      payload: r.payload, status: r.ok ? 'success' : 'failed', attempt_number: 1, response_status_code: r.statusCode,
+      status: r.ok ? 'success' : 'failed', attempt_number: 1, response_status_code: r.statusCode,
       response_time_ms: r.responseTimeMs, response_body: r.responseBody, error_class: r.errorClass, error_message: r.errorMessage,
       is_test: true, completed_at: new Date(),
     }).execute();

@@ -1,8 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import type { LookupAddress, LookupOptions } from 'node:dns';
 import { readFileSync } from 'node:fs';
-import { rootCertificates } from 'node:tls';
-import { Agent, request } from 'undici';
+import { createSecureContext, rootCertificates } from 'node:tls';
+import { Agent, type Dispatcher } from 'undici';
 import { deliveryHeaders } from './webhooks.signer.ts';
 import { DestinationRefusedError, hostOf, resolveDestination } from './webhooks.ssrf.ts';
 
@@ -49,6 +49,12 @@ export interface SenderOptions {
   timeoutMs: number;
   extraCaFile?: string;
   allowPrivateNetworks: boolean;
+  /**
+   * Connections per origin: the deliverer's own concurrency, so never the limit; without it undici
+   * opened a second connection whenever the next attempt was dispatched a moment before the
+   * previous one released its socket (twice the TLS handshakes).
+   */
+  maxConnectionsPerOrigin?: number;
 }
 
 type LookupCallback = (err: NodeJS.ErrnoException | null, address: string | LookupAddress[], family?: number) => void;
@@ -81,18 +87,23 @@ export class WebhookSender {
   private agent: Agent;
 
   constructor(private options: SenderOptions) {
-    const ca = options.extraCaFile ? [...rootCertificates, readFileSync(options.extraCaFile, 'utf8')] : undefined;
+    // Built once: a `ca` list given per connection is parsed again (all root certificates) for every
+    // new TLS connection, which blocked the event loop for seconds when many connections opened at once.
+    const secureContext = options.extraCaFile
+      ? createSecureContext({ ca: [...rootCertificates, readFileSync(options.extraCaFile, 'utf8')] })
+      : undefined;
     const allowPrivate = options.allowPrivateNetworks;
     this.agent = new Agent({
       connect: {
-        ...(ca ? { ca } : {}),
+        ...(secureContext ? { secureContext } : {}),
         rejectUnauthorized: true,
         timeout: options.timeoutMs,
         ...(allowPrivate ? {} : { lookup: guardedLookup as never }),
       },
       keepAliveTimeout: 4_000,
-      // The attempt's AbortSignal is the deadline; undici's coarse timers can fire a little early,
-      // so they only back it up.
+      ...(options.maxConnectionsPerOrigin ? { connections: options.maxConnectionsPerOrigin } : {}),
+      // post()'s own timer is the deadline; undici's coarse timers can fire a little early, so they
+      // only back it up.
       headersTimeout: options.timeoutMs + 1_000,
       bodyTimeout: options.timeoutMs + 1_000,
     });
@@ -108,19 +119,18 @@ export class WebhookSender {
     } catch (err) {
       return { ok: false, statusCode: null, responseTimeMs: 0, responseBody: null, errorClass: 'invalid_url', errorMessage: (err as Error).message };
     }
-    const signal = AbortSignal.timeout(this.options.timeoutMs);
     try {
       if (!this.options.allowPrivateNetworks) await resolveDestination(hostOf(url), false);
+      // Encoded once: the signature and the request body are the same bytes.
+      const body = typeof req.payload === 'string' ? Buffer.from(req.payload) : req.payload;
       const headers = deliveryHeaders({
-        secret: req.secret, eventType: req.eventType, attemptId: req.attemptId ?? randomUUID(), endpointId: req.endpointId, body: req.payload,
+        secret: req.secret, eventType: req.eventType, attemptId: req.attemptId ?? randomUUID(), endpointId: req.endpointId, body,
       });
-      const response = await request(url, { method: 'POST', headers, body: req.payload, dispatcher: this.agent, signal });
-      const responseBody = await readCapped(response.body);
-      const statusCode = response.statusCode;
+      const { statusCode, body: responseBody } = await post(this.agent, url, headers, body, this.options.timeoutMs);
       if (statusCode >= 200 && statusCode < 300) return { ok: true, statusCode, responseTimeMs: elapsed(), responseBody };
       return { ok: false, statusCode, responseTimeMs: elapsed(), responseBody, errorClass: 'http_status', errorMessage: `Endpoint answered HTTP ${statusCode}` };
     } catch (err) {
-      const { errorClass, errorMessage } = classify(err, signal, this.options.timeoutMs);
+      const { errorClass, errorMessage } = classify(err, this.options.timeoutMs);
       return { ok: false, statusCode: null, responseTimeMs: elapsed(), responseBody: null, errorClass, errorMessage };
     }
   }
@@ -130,31 +140,71 @@ export class WebhookSender {
   }
 }
 
-async function readCapped(body: AsyncIterable<Buffer> & { destroy(): void }): Promise<string | null> {
-  const chunks: Buffer[] = [];
-  let size = 0;
-  for await (const chunk of body) {
-    chunks.push(chunk);
-    size += chunk.length;
-    if (size >= RESPONSE_READ_CAP_BYTES) {
-      body.destroy();
-      break;
-    }
-  }
-  if (size === 0) return null;
-  return Buffer.concat(chunks).toString('utf8').slice(0, RESPONSE_BODY_CHARS);
+class AttemptTimeoutError extends Error {
+  override name = 'TimeoutError';
+}
+
+/**
+ * One POST through undici's dispatch API: the response body is collected straight from the socket's
+ * chunks up to the read cap (no stream, no AbortSignal), which is what the delivery rate is made of.
+ * The deadline covers everything from here (queueing, connecting, headers, body): when it passes,
+ * the promise settles at once and the request is aborted as soon as undici hands it a controller.
+ */
+export function post(agent: Agent, url: URL, headers: Record<string, string>, body: Uint8Array | string, timeoutMs: number): Promise<{ statusCode: number; body: string | null }> {
+  return new Promise((resolve, reject) => {
+    let controller: Dispatcher.DispatchController | null = null;
+    let settled = false;
+    let statusCode = 0;
+    const chunks: Buffer[] = [];
+    let size = 0;
+    const settle = (err: Error | null) => {
+      if (settled) return;
+      settled = true;
+      clearTimeout(timer);
+      if (err) return reject(err);
+      resolve({ statusCode, body: size === 0 ? null : Buffer.concat(chunks).toString('utf8').slice(0, RESPONSE_BODY_CHARS) });
+    };
+    const timer = setTimeout(() => {
+      const timeout = new AttemptTimeoutError(`No response within ${timeoutMs} ms`);
+      controller?.abort(timeout);
+      settle(timeout);
+    }, timeoutMs);
+    agent.dispatch({ origin: url.origin, path: url.pathname + url.search, method: 'POST', headers, body }, {
+      onRequestStart(c) {
+        controller = c;
+        if (settled) c.abort(new AttemptTimeoutError(`No response within ${timeoutMs} ms`));
+      },
+      onResponseStart(_c, code) {
+        statusCode = code;
+      },
+      onResponseData(c, chunk) {
+        chunks.push(chunk);
+        size += chunk.length;
+        if (size >= RESPONSE_READ_CAP_BYTES) {
+          settle(null);
+          c.abort(new Error('response body over the read cap'));
+        }
+      },
+      onResponseEnd() {
+        settle(null);
+      },
+      onResponseError(_c, err) {
+        settle(err);
+      },
+    });
+  });
 }
 
 const TLS_CODES = /CERT|SSL|TLS|SELF_SIGNED|UNABLE_TO_(GET|VERIFY)|HOSTNAME|ERR_TLS/i;
 
-function classify(err: unknown, signal: AbortSignal, timeoutMs: number): { errorClass: ErrorClass; errorMessage: string } {
+function classify(err: unknown, timeoutMs: number): { errorClass: ErrorClass; errorMessage: string } {
   const e = err as { code?: string; name?: string; message?: string; cause?: { code?: string; message?: string } };
   const code = e.code ?? e.cause?.code ?? '';
   const message = e.message ?? String(err);
   if (err instanceof DestinationRefusedError || code === 'ERR_DESTINATION_REFUSED' || e.cause instanceof DestinationRefusedError) {
     return { errorClass: 'destination_refused', errorMessage: err instanceof DestinationRefusedError ? message : e.cause?.message ?? message };
   }
-  if (signal.aborted || e.name === 'TimeoutError' || e.name === 'AbortError' || /TIMEOUT/.test(code)) {
+  if (e.name === 'TimeoutError' || e.name === 'AbortError' || /TIMEOUT/.test(code)) {
     return { errorClass: 'timeout', errorMessage: `No response within ${timeoutMs} ms` };
   }
   if (code === 'ENOTFOUND' || code === 'EAI_AGAIN' || code === 'ENODATA') return { errorClass: 'dns', errorMessage: message };

@@ -167,7 +167,7 @@ export class WebhooksService {
 
   /** Replays the original bytes (same event id and body) as a new delivery row. */
   async retryDelivery(tenantId: string, deliveryId: string): Promise<{ message: string; delivery_id: string }> {
-    const original = await repo.findDeliveryWithPayload(this.db, tenantId, deliveryId);
+    const original = await repo.findDelivery(this.db, tenantId, deliveryId);
     if (!original) throw notFound('Webhook delivery');
     if (original.is_test) throw new AppError('VALIDATION_ERROR', 'Test deliveries are never retried; send a new test with POST /webhooks/{id}/test');
     const endpoint = await repo.findEndpoint(this.db, tenantId, original.endpoint_id);

@@ -1,0 +1,70 @@
+import { createServer } from 'node:net';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { WebhookSender } from '../src/modules/webhooks/webhooks.sender.ts';
+import { startReceiver, type Receiver } from './helpers/https-receiver.ts';
+
+const ENDPOINT_ID = '00000000-0000-4000-8000-000000000000';
+
+describe('webhook sender (one attempt against a real HTTPS receiver)', () => {
+  let receiver: Receiver;
+  let sender: WebhookSender;
+  let n = 0;
+  const attempt = (url: string) => sender.attempt({ url, endpointId: ENDPOINT_ID, eventType: 'contact.created', payload: '{"id":"x"}', secret: 'whsec_test' });
+
+  beforeAll(async () => {
+    receiver = await startReceiver();
+    sender = new WebhookSender({ timeoutMs: 400, extraCaFile: receiver.caFile, allowPrivateNetworks: true });
+  });
+  afterAll(async () => {
+    await sender.close();
+    await receiver.close();
+  });
+
+  it('keeps the first 500 characters of the response body', async () => {
+    const path = `/fails-${++n}`;
+    receiver.behave(path, 500);
+    const outcome = await attempt(receiver.url(path));
+    expect(outcome).toMatchObject({ ok: false, statusCode: 500, errorClass: 'http_status' });
+    expect(outcome.responseBody).toHaveLength(500);
+    expect(outcome.responseBody!.startsWith('failure 500 xxx')).toBe(true);
+    expect(receiver.at(path)[0].body).toBe('{"id":"x"}');
+  });
+
+  it('records an empty body as null', async () => {
+    const path = `/empty-${++n}`;
+    receiver.behave(path, 204);
+    expect(await attempt(receiver.url(path))).toMatchObject({ ok: true, statusCode: 204, responseBody: null });
+  });
+
+  it('stops reading a body that never ends, well before the timeout', async () => {
+    const path = `/flood-${++n}`;
+    receiver.behave(path, 'flood');
+    const outcome = await attempt(receiver.url(path));
+    expect(outcome).toMatchObject({ ok: true, statusCode: 200 });
+    expect(outcome.responseBody).toBe('y'.repeat(500));
+    expect(outcome.responseTimeMs).toBeLessThan(400);
+  });
+
+  it('times out a receiver that never answers, at the configured deadline', async () => {
+    const path = `/hang-${++n}`;
+    receiver.behave(path, 'hang');
+    const outcome = await attempt(receiver.url(path));
+    expect(outcome).toMatchObject({ ok: false, statusCode: null, errorClass: 'timeout', errorMessage: 'No response within 400 ms' });
+    expect(outcome.responseTimeMs).toBeGreaterThanOrEqual(380);
+    expect(outcome.responseTimeMs).toBeLessThan(1000);
+  });
+
+  it('classifies a refused connection', async () => {
+    const closed = createServer();
+    await new Promise<void>((resolve) => closed.listen(0, '127.0.0.1', resolve));
+    const port = (closed.address() as { port: number }).port;
+    await new Promise((resolve) => closed.close(resolve));
+    const outcome = await attempt(`https://127.0.0.1:${port}/hook`);
+    expect(outcome).toMatchObject({ ok: false, statusCode: null, errorClass: 'connection' });
+    expect(outcome.ok === false && outcome.errorMessage).toContain('ECONNREFUSED');
+  });
+
+  it('refuses a URL that is not https without sending anything', async () => {
+    expect(await attempt(`http://127.0.0.1:${receiver.port}/plain`)).toMatchObject({ ok: false, errorClass: 'invalid_url' });
+  });
+});
