@@ -45,6 +45,12 @@ export async function buildApp(deps: Deps): Promise<FastifyInstance> {
   });
   installErrorHandling(base, () => routes);
   installValidators(base);
+  app.addHook('onResponse', async (request, reply) => {
+    deps.metrics.httpRequests.observe(
+      { method: request.method, route: request.routeOptions.url ?? 'unmatched', status_code: String(reply.statusCode) },
+      reply.elapsedTime / 1000,
+    );
+  });
   app.addHook('onSend', async (request, reply) => {
     // An idempotent replay already carries the id of the request whose response it repeats.
     if (!reply.hasHeader('x-request-id')) reply.header('x-request-id', request.id);
@@ -64,7 +70,7 @@ export async function buildApp(deps: Deps): Promise<FastifyInstance> {
     return reply.code(database === 'ok' ? 200 : 503).send({ status: database === 'ok' ? 'ready' : 'not_ready', database, redis });
   });
 
-  await app.register(adminRoutes, { prefix: '/admin/v1', admin: deps.admin, adminToken: deps.config.adminToken });
+  await app.register(adminRoutes, { prefix: '/admin/v1', admin: deps.admin, adminToken: deps.config.adminToken, metrics: deps.metrics });
 
   await app.register(async (api) => {
     installPublicApiHooks(api, {
@@ -72,6 +78,7 @@ export async function buildApp(deps: Deps): Promise<FastifyInstance> {
       rateCounter: deps.rateCounter,
       idempotency: deps.idempotency,
       rateLimitPerMinute: deps.config.rateLimitPerMinute,
+      onUncounted: () => deps.metrics.uncountedRequests.inc(),
     });
     await api.register(contactsRoutes, { contacts: deps.contacts });
     await api.register(contactActivityRoutes, { activity: deps.contactActivity });

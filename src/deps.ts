@@ -7,6 +7,7 @@ import { ApiKeyAuthenticator } from './http/auth.ts';
 import { IdempotencyStore } from './http/idempotency.ts';
 import { MemoryRateCounter, RedisRateCounter, type RateCounter } from './http/rate-limit.ts';
 import { createLogger } from './logger.ts';
+import { Metrics } from './metrics.ts';
 import { AdminService } from './modules/admin/admin.service.ts';
 import { ContactsService } from './modules/contacts/contacts.service.ts';
 import { ContactActivityService } from './modules/contacts/activity.service.ts';
@@ -18,12 +19,14 @@ import { LocalDiskStorage } from './modules/media/media.storage.ts';
 import { MessagesService } from './modules/messages/messages.service.ts';
 import { TemplatesService } from './modules/templates/templates.service.ts';
 import { TemplateStatusSync } from './modules/templates/templates.status-sync.ts';
+import { webhookBacklog } from './modules/webhooks/webhooks.queue.ts';
 import { createUpstreamClient } from './upstream/client.ts';
 import type { UpstreamClient } from './upstream/types.ts';
 
 export interface Deps {
   config: Config;
   logger: Logger;
+  metrics: Metrics;
   database: Database;
   db: Db;
   redis: Redis | null;
@@ -100,10 +103,16 @@ export async function createDeps(config: Config, logger: Logger = createLogger(c
   const database = await openDatabase(config);
   const db = database.db;
   const redis = config.redisUrl ? connectRedis(config.redisUrl, logger) : null;
-  const upstream = createUpstreamClient({ baseUrl: upstreamBaseUrlFor(config, options), timeoutMs: config.upstreamTimeoutMs });
+  const metrics = new Metrics();
+  metrics.watchWebhookBacklog(() => webhookBacklog(db));
+  const upstream = createUpstreamClient({
+    baseUrl: upstreamBaseUrlFor(config, options), timeoutMs: config.upstreamTimeoutMs,
+    onCall: (operation, result, seconds) => metrics.upstreamRequests.observe({ operation, result }, seconds),
+  });
   const webhookSender = new WebhookSender({
     timeoutMs: config.webhookTimeoutMs, extraCaFile: config.webhookExtraCaFile, allowPrivateNetworks: config.webhookAllowPrivateNetworks,
     maxConnectionsPerOrigin: config.webhookConcurrency,
+    onAttempt: (result, seconds) => metrics.webhookAttempts.observe({ result }, seconds),
   });
   if (redis) await firstConnection(redis, 500);
   const templateSync = new TemplateStatusSync(db, upstream, config.secretsKey, { intervalMs: config.templatePollIntervalMs, batch: config.templatePollBatch }, logger);
@@ -111,6 +120,7 @@ export async function createDeps(config: Config, logger: Logger = createLogger(c
   return {
     config,
     logger,
+    metrics,
     database,
     db,
     redis,

@@ -93,6 +93,8 @@ describe.skipIf(!hasPostgres || !hasRedisServer)('rate limits when Redis becomes
     }
     durations.sort((a, b) => a - b);
     expect(durations[10]).toBeLessThan(50);
+    // Operators see it: every request served uncounted is counted in the metrics.
+    expect((await t.deps.metrics.uncountedRequests.get()).values[0].value).toBeGreaterThanOrEqual(20);
     // The added latency itself: one counter call against the dead server.
     for (let i = 0; i < 20; i++) {
       const started = performance.now();

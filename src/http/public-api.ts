@@ -28,6 +28,8 @@ export interface PublicApiDeps {
   rateCounter: RateCounter;
   idempotency: IdempotencyStore;
   rateLimitPerMinute: number;
+  /** Told of each request allowed uncounted because the rate counter did not answer. */
+  onUncounted?: () => void;
 }
 
 /**
@@ -79,7 +81,10 @@ export function installPublicApiHooks(app: FastifyInstance, deps: PublicApiDeps)
 async function countRequest(request: FastifyRequest, reply: FastifyReply, deps: PublicApiDeps): Promise<boolean> {
   request.rateCounted = true;
   const result = await checkRateLimit(deps.rateCounter, request.auth.tenantId, deps.rateLimitPerMinute, request.auth.apiRequestsDaily);
-  if (!result) return false;
+  if (!result) {
+    deps.onUncounted?.();
+    return false;
+  }
   reply.headers(rateLimitHeaders(result));
   if (result.allowed) return false;
   if (request.idempotencyKey) await deps.idempotency.release(request.auth.tenantId, request.idempotencyKey);

@@ -12,7 +12,11 @@ export interface UpstreamClientOptions {
   timeoutMs: number;
   /** Keep-alive connections per upstream origin. */
   connections?: number;
+  /** Told of every HTTP call: the operation, its transport result (http_2xx, http_4xx, http_5xx, timeout, network) and seconds taken. */
+  onCall?: (operation: UpstreamOperation, result: string, seconds: number) => void;
 }
+
+export type UpstreamOperation = 'send_template' | 'create_template' | 'get_template' | 'list_templates' | 'upload_media';
 
 /** Network failures are usually over in a moment (restart, reset connection). */
 const NETWORK_RETRY_MS = 1000;
@@ -26,6 +30,7 @@ type HttpResult =
   | { kind: 'timeout' };
 
 type Graph = Record<string, unknown>;
+type RequestBody = { contentType: string; bytes: string | Buffer };
 
 export function createUpstreamClient(options: UpstreamClientOptions): UpstreamClient {
   const base = new URL(options.baseUrl.replace(/\/+$/, ''));
@@ -40,7 +45,15 @@ export function createUpstreamClient(options: UpstreamClientOptions): UpstreamCl
     connect: { timeout: Math.min(options.timeoutMs, 10_000) },
   });
 
-  async function call(method: 'GET' | 'POST', path: string, token: string, body?: { contentType: string; bytes: string | Buffer }): Promise<HttpResult> {
+  async function call(operation: UpstreamOperation, method: 'GET' | 'POST', path: string, token: string, body?: RequestBody): Promise<HttpResult> {
+    const started = performance.now();
+    const result = await exchange(method, path, token, body);
+    const label = result.kind === 'response' ? `http_${Math.floor(result.status / 100)}xx` : result.kind;
+    options.onCall?.(operation, label, (performance.now() - started) / 1000);
+    return result;
+  }
+
+  async function exchange(method: 'GET' | 'POST', path: string, token: string, body?: RequestBody): Promise<HttpResult> {
     const controller = new AbortController();
     let timedOut = false;
     const timer = setTimeout(() => { timedOut = true; controller.abort(); }, options.timeoutMs);
@@ -110,7 +123,7 @@ export function createUpstreamClient(options: UpstreamClientOptions): UpstreamCl
         template: { name: req.templateName, language: { code: req.language, policy: 'deterministic' }, components: req.components },
       };
       if (req.callbackData !== undefined) payload.biz_opaque_callback_data = req.callbackData;
-      const result = await call('POST', `${segment(account.phoneNumberId)}/messages`, account.accessToken, { contentType: 'application/json', bytes: JSON.stringify(payload) });
+      const result = await call('send_template', 'POST', `${segment(account.phoneNumberId)}/messages`, account.accessToken, { contentType: 'application/json', bytes: JSON.stringify(payload) });
       return toOutcome<SendTemplateResult>(result, (body) => {
         const message = firstOf(body.messages);
         if (!message || typeof message.id !== 'string') return null;
@@ -125,7 +138,7 @@ export function createUpstreamClient(options: UpstreamClientOptions): UpstreamCl
 
     async createTemplate(account, req: CreateTemplateRequest) {
       const payload = { name: req.name, language: req.language, category: req.category, components: req.components };
-      const result = await call('POST', `${segment(account.wabaId)}/message_templates`, account.accessToken, { contentType: 'application/json', bytes: JSON.stringify(payload) });
+      const result = await call('create_template', 'POST', `${segment(account.wabaId)}/message_templates`, account.accessToken, { contentType: 'application/json', bytes: JSON.stringify(payload) });
       return toOutcome(result, (body) => {
         if (body.id === undefined || body.id === null) return null;
         return { id: String(body.id), status: String(body.status ?? 'PENDING'), category: String(body.category ?? req.category) };
@@ -133,7 +146,7 @@ export function createUpstreamClient(options: UpstreamClientOptions): UpstreamCl
     },
 
     async getTemplate(account, templateId) {
-      const result = await call('GET', `${segment(templateId)}?fields=${TEMPLATE_FIELDS}`, account.accessToken);
+      const result = await call('get_template', 'GET', `${segment(templateId)}?fields=${TEMPLATE_FIELDS}`, account.accessToken);
       return toOutcome(result, readTemplate);
     },
 
@@ -147,7 +160,7 @@ export function createUpstreamClient(options: UpstreamClientOptions): UpstreamCl
         if (after) query.set('after', after);
         // Pages are requested from our own base URL with the cursor, never by following
         // `paging.next`: the token must not go to whatever host a response names.
-        const result = await call('GET', `${segment(account.wabaId)}/message_templates?${query}`, account.accessToken);
+        const result = await call('list_templates', 'GET', `${segment(account.wabaId)}/message_templates?${query}`, account.accessToken);
         const outcome = toOutcome(result, (body) => (Array.isArray(body.data) ? body : null));
         if (outcome.kind !== 'accepted') return outcome;
         for (const item of outcome.value.data as unknown[]) {
@@ -168,7 +181,7 @@ export function createUpstreamClient(options: UpstreamClientOptions): UpstreamCl
         { name: 'type', value: file.mimeType },
         { name: 'file', filename: file.filename, contentType: file.mimeType, bytes: file.bytes },
       ]);
-      const result = await call('POST', `${segment(account.phoneNumberId)}/media`, account.accessToken, form);
+      const result = await call('upload_media', 'POST', `${segment(account.phoneNumberId)}/media`, account.accessToken, form);
       return toOutcome(result, (body) => (body.id === undefined || body.id === null ? null : { id: String(body.id) }));
     },
 

@@ -1,5 +1,6 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { safeEqual } from '../../crypto/safe-equal.ts';
+import type { Metrics } from '../../metrics.ts';
 import { SCOPES, PRESETS, WILDCARD } from '../tenants/scopes.ts';
 import { assertAdminToken, type AdminService } from './admin.service.ts';
 import {
@@ -8,7 +9,7 @@ import {
 } from './admin.schemas.ts';
 import { Type } from 'typebox';
 
-export const adminRoutes: FastifyPluginAsyncTypebox<{ admin: AdminService; adminToken: string }> = async (app, { admin, adminToken }) => {
+export const adminRoutes: FastifyPluginAsyncTypebox<{ admin: AdminService; adminToken: string; metrics: Metrics }> = async (app, { admin, adminToken, metrics }) => {
   app.addHook('onRequest', async (req) => assertAdminToken(req.headers.authorization, adminToken, safeEqual));
 
   app.post('/tenants', { schema: { body: TenantCreate, response: { 201: Tenant } } },
@@ -29,6 +30,12 @@ export const adminRoutes: FastifyPluginAsyncTypebox<{ admin: AdminService; admin
     (req) => admin.connectBusinessAccount(req.params.id, req.body));
   app.delete('/tenants/:id/business-account', { schema: { params: TenantParams, response: { 200: BusinessAccount } } },
     (req) => admin.disconnectBusinessAccount(req.params.id));
+
+  // Prometheus text format (scrape with the admin token as a bearer credential).
+  app.get('/metrics', async (_req, reply) => {
+    const { contentType, body } = await metrics.render();
+    return reply.type(contentType).send(body);
+  });
 
   app.get('/scopes', { schema: { response: { 200: ScopeVocabulary } } }, async () => ({ scopes: [...SCOPES], wildcard: WILDCARD, presets: PRESETS }));
 };

@@ -1,5 +1,6 @@
 import { sql } from 'kysely';
 import type { Db, Queryable } from '../../db/database.ts';
+import type { WebhookBacklog } from '../../metrics.ts';
 import type { LoggedOutcome } from './webhooks.sender.ts';
 
 /**
@@ -90,6 +91,23 @@ export async function claimDueDeliveries(db: Queryable, o: ClaimOptions): Promis
     FROM leased l JOIN picked p ON p.id = l.id
   `.execute(db);
   return result.rows;
+}
+
+/**
+ * Due deliveries of active endpoints (what the deliverers have yet to take), and how long the
+ * oldest has waited past its due time: one probe of the due index per active endpoint.
+ */
+export async function webhookBacklog(db: Queryable): Promise<WebhookBacklog> {
+  const { rows } = await sql<{ due: number; oldest_due_seconds: number }>`
+    SELECT coalesce(sum(d.n), 0)::int AS due, coalesce(extract(epoch FROM now() - min(d.oldest)), 0)::float8 AS oldest_due_seconds
+    FROM webhook_endpoints e
+    CROSS JOIN LATERAL (
+      SELECT count(*) AS n, min(d.next_attempt_at) AS oldest FROM webhook_deliveries d
+      WHERE d.endpoint_id = e.id AND d.status IN ('pending', 'retrying') AND d.next_attempt_at <= now()
+    ) d
+    WHERE e.is_active AND e.deleted_at IS NULL
+  `.execute(db);
+  return { due: rows[0].due, oldestDueSeconds: Math.max(0, rows[0].oldest_due_seconds) };
 }
 
 /**

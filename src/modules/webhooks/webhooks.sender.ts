@@ -55,6 +55,8 @@ export interface SenderOptions {
    * previous one released its socket (twice the TLS handshakes).
    */
   maxConnectionsPerOrigin?: number;
+  /** Told of every attempt (deliveries and test events): `success` or the failure class, and seconds taken. */
+  onAttempt?: (result: string, seconds: number) => void;
 }
 
 type LookupCallback = (err: NodeJS.ErrnoException | null, address: string | LookupAddress[], family?: number) => void;
@@ -110,6 +112,12 @@ export class WebhookSender {
   }
 
   async attempt(req: AttemptRequest): Promise<AttemptOutcome> {
+    const outcome = await this.send(req);
+    this.options.onAttempt?.(outcome.ok ? 'success' : outcome.errorClass, outcome.responseTimeMs / 1000);
+    return outcome;
+  }
+
+  private async send(req: AttemptRequest): Promise<AttemptOutcome> {
     const started = performance.now();
     const elapsed = () => Math.round(performance.now() - started);
     let url: URL;

@@ -1,0 +1,82 @@
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+
+/** Seconds; from a fast local call to the upstream and webhook timeouts (10 s). */
+const DURATION_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
+
+let processRegistry: Registry | undefined;
+
+/** CPU, memory, event-loop lag and GC: their collectors are process-wide, so they are registered once per process. */
+function processMetrics(): Registry {
+  if (!processRegistry) {
+    processRegistry = new Registry();
+    collectDefaultMetrics({ register: processRegistry });
+  }
+  return processRegistry;
+}
+
+export interface WebhookBacklog {
+  due: number;
+  oldestDueSeconds: number;
+}
+
+/**
+ * The service's Prometheus metrics, served in the text format by `GET /admin/v1/metrics`. Labels
+ * are bounded (route patterns, operation names, outcome classes), never tenant ids or URLs.
+ */
+export class Metrics {
+  readonly registry = new Registry();
+  /** Taken at construction: CPU is reported from when its collector was registered. */
+  private readonly processRegistry = processMetrics();
+
+  readonly httpRequests = new Histogram({
+    name: 'http_request_duration_seconds',
+    help: 'HTTP requests served, by method, route pattern and status code',
+    labelNames: ['method', 'route', 'status_code'] as const,
+    buckets: DURATION_BUCKETS,
+    registers: [this.registry],
+  });
+
+  readonly upstreamRequests = new Histogram({
+    name: 'upstream_request_duration_seconds',
+    help: 'Calls to the WhatsApp Cloud API, by operation and result (http_2xx, http_4xx, http_5xx, timeout, network)',
+    labelNames: ['operation', 'result'] as const,
+    buckets: DURATION_BUCKETS,
+    registers: [this.registry],
+  });
+
+  readonly webhookAttempts = new Histogram({
+    name: 'webhook_attempt_duration_seconds',
+    help: 'Webhook delivery attempts by this process, by result (success or the failure class)',
+    labelNames: ['result'] as const,
+    buckets: DURATION_BUCKETS,
+    registers: [this.registry],
+  });
+
+  readonly uncountedRequests = new Counter({
+    name: 'rate_limit_uncounted_requests_total',
+    help: 'Public API requests allowed without counting because the rate counter (Redis) did not answer',
+    registers: [this.registry],
+  });
+
+  /**
+   * The shared delivery queue's health, read from the database at scrape time: every API process
+   * reports it, wherever the deliverers run (a worker process has no listener of its own).
+   */
+  watchWebhookBacklog(read: () => Promise<WebhookBacklog>): void {
+    const gauge = (name: string, help: string, pick: (b: WebhookBacklog) => number) => new Gauge({
+      name, help, registers: [this.registry],
+      async collect() {
+        const backlog = await read().catch(() => null);
+        // Database unreachable: no sample rather than a stale one.
+        if (backlog) this.set(pick(backlog)); else this.reset();
+      },
+    });
+    gauge('webhook_deliveries_due', 'Webhook deliveries due now and not yet delivered (pending or retrying)', (b) => b.due);
+    gauge('webhook_oldest_due_seconds', 'How long the oldest due webhook delivery has waited past its due time', (b) => b.oldestDueSeconds);
+  }
+
+  async render(): Promise<{ contentType: string; body: string }> {
+    const merged = Registry.merge([this.processRegistry, this.registry]);
+    return { contentType: merged.contentType, body: await merged.metrics() };
+  }
+}

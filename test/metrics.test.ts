@@ -1,0 +1,126 @@
+import { randomUUID } from 'node:crypto';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { encryptSecret } from '../src/crypto/secrets.ts';
+import { webhookBacklog } from '../src/modules/webhooks/webhooks.queue.ts';
+import { adminHeaders, call, createTenant, hasPostgres, uniquePhone } from './helpers/app.ts';
+import { expectError } from './helpers/expect.ts';
+import { startReceiver, type Receiver } from './helpers/https-receiver.ts';
+import { createApprovedTemplate, createConnectedTenant, startUpstreamApp, type UpstreamTestApp } from './helpers/upstream.ts';
+
+interface Sample { name: string; labels: Record<string, string>; value: number }
+
+/** The Prometheus text format, one sample per line (comments skipped). */
+function parse(text: string): Sample[] {
+  return text.split('\n').filter((line) => line && !line.startsWith('#')).map((line) => {
+    const match = /^([a-zA-Z_:][\w:]*)(?:\{(.*)\})? (\S+)$/.exec(line);
+    if (!match) throw new Error(`not a sample line: ${line}`);
+    const labels = Object.fromEntries([...(match[2] ?? '').matchAll(/(\w+)="((?:[^"\\]|\\.)*)"/g)].map((m) => [m[1], m[2]]));
+    return { name: match[1], labels, value: Number(match[3]) };
+  });
+}
+
+function valueOf(samples: Sample[], name: string, labels: Record<string, string> = {}): number | undefined {
+  return samples.find((s) => s.name === name && Object.entries(labels).every(([k, v]) => s.labels[k] === v))?.value;
+}
+
+describe.skipIf(!hasPostgres)('Prometheus metrics (GET /admin/v1/metrics)', () => {
+  let t: UpstreamTestApp;
+  let receiver: Receiver;
+  beforeAll(async () => {
+    receiver = await startReceiver();
+    t = await startUpstreamApp({ WEBHOOK_EXTRA_CA_FILE: receiver.caFile, WEBHOOK_ALLOW_PRIVATE_NETWORKS: 'true' });
+  });
+  afterAll(async () => {
+    await t?.close();
+    await receiver?.close();
+  });
+
+  async function scrape(): Promise<{ text: string; samples: Sample[] }> {
+    const res = await t.app.inject({ method: 'GET', url: '/admin/v1/metrics', headers: adminHeaders });
+    expect(res.statusCode).toBe(200);
+    expect(res.headers['content-type']).toMatch(/^text\/plain; version=0\.0\.4/);
+    return { text: res.body, samples: parse(res.body) };
+  }
+
+  it('needs the admin token', async () => {
+    expectError(await t.app.inject({ method: 'GET', url: '/admin/v1/metrics' }), 401, 'AUTHENTICATION_REQUIRED');
+    expectError(await t.app.inject({ method: 'GET', url: '/admin/v1/metrics', headers: { authorization: 'Bearer wrong' } }), 401, 'AUTHENTICATION_REQUIRED');
+  });
+
+  it('serves process metrics and counts requests by route pattern, never by raw path or tenant', async () => {
+    const tenant = await createTenant(t.app);
+    const missing = randomUUID();
+    expect((await call(t.app, tenant, 'GET', `/contacts/${missing}`)).statusCode).toBe(404);
+    expect((await call(t.app, tenant, 'GET', `/contacts/${randomUUID()}`)).statusCode).toBe(404);
+    expect((await t.app.inject({ method: 'GET', url: '/no/such/route' })).statusCode).toBe(404);
+
+    const { text, samples } = await scrape();
+    expect(valueOf(samples, 'process_cpu_user_seconds_total')).toBeGreaterThan(0);
+    expect(valueOf(samples, 'http_request_duration_seconds_count', { method: 'GET', route: '/api/v1/public/contacts/:id', status_code: '404' })).toBe(2);
+    expect(valueOf(samples, 'http_request_duration_seconds_count', { method: 'GET', route: 'unmatched', status_code: '404' })).toBe(1);
+    expect(text).not.toContain(missing);
+    expect(text).not.toContain(tenant.id);
+  });
+
+  it('times upstream calls by operation and result', async () => {
+    const tenant = await createConnectedTenant(t.app, { plan: 'business' });
+    const template = await createApprovedTemplate(t.app, tenant);
+    const sent = await call(t.app, tenant, 'POST', '/messages/template', {
+      to: uniquePhone(), template_name: template.template_name, language: template.language,
+      components: [{ type: 'body', parameters: [{ type: 'text', text: 'Ada' }, { type: 'text', text: 'A-1' }] }],
+    });
+    expect(sent.statusCode).toBe(200);
+
+    const { text, samples } = await scrape();
+    expect(valueOf(samples, 'upstream_request_duration_seconds_count', { operation: 'create_template', result: 'http_2xx' })).toBeGreaterThanOrEqual(1);
+    expect(valueOf(samples, 'upstream_request_duration_seconds_count', { operation: 'send_template', result: 'http_2xx' })).toBe(1);
+    expect(text).not.toContain('sandbox-token');
+  });
+
+  it('times webhook attempts by result', async () => {
+    const tenant = await createTenant(t.app, { plan: 'growth' });
+    receiver.behave('/metrics-fail', 500);
+    for (const path of ['/metrics-ok', '/metrics-fail']) {
+      const created = await call(t.app, tenant, 'POST', '/webhooks', { url: receiver.url(path), events: ['contact.created'] });
+      expect(created.statusCode).toBe(201);
+      expect((await call(t.app, tenant, 'POST', `/webhooks/${created.json().data.id}/test`)).statusCode).toBe(200);
+    }
+    const { samples } = await scrape();
+    expect(valueOf(samples, 'webhook_attempt_duration_seconds_count', { result: 'success' })).toBe(1);
+    expect(valueOf(samples, 'webhook_attempt_duration_seconds_count', { result: 'http_status' })).toBe(1);
+    expect(valueOf(samples, 'webhook_deliveries_due')).toBeGreaterThanOrEqual(0);
+    expect(valueOf(samples, 'webhook_oldest_due_seconds')).toBeGreaterThanOrEqual(0);
+  });
+
+  it('the webhook backlog counts due deliveries of active endpoints only, with the oldest wait', async () => {
+    // A repeatable-read snapshot: deliveries other test files commit meanwhile cannot move the figures.
+    const tenant = await createTenant(t.app);
+    const rollback = new Error('rollback');
+    await t.deps.db.transaction().setIsolationLevel('repeatable read').execute(async (tx) => {
+      const before = await webhookBacklog(tx);
+      const endpoint = async (active: boolean) => {
+        const id = randomUUID();
+        await tx.insertInto('webhook_endpoints').values({
+          id, tenant_id: tenant.id, url: 'https://93.184.215.14/in', events: ['contact.created'], signing_secret_enc: encryptSecret(t.config.secretsKey, 'whsec_x'), is_active: active,
+        }).execute();
+        return id;
+      };
+      const delivery = (endpointId: string, dueSecondsAgo: number, status = 'pending') => ({
+        id: randomUUID(), tenant_id: tenant.id, endpoint_id: endpointId, event_id: randomUUID(), event_type: 'contact.created', request_url: 'https://93.184.215.14/in',
+        status, attempt_number: status === 'retrying' ? 1 : 0, next_attempt_at: new Date(Date.now() - dueSecondsAgo * 1000),
+      });
+      const active = await endpoint(true);
+      const inactive = await endpoint(false);
+      await tx.insertInto('webhook_deliveries').values([
+        delivery(active, 3_600), delivery(active, 5), delivery(active, 1, 'retrying'),
+        delivery(active, -600), // not due yet
+        delivery(active, 60, 'success'),
+        delivery(inactive, 60),
+      ]).execute();
+      const after = await webhookBacklog(tx);
+      expect(after.due - before.due).toBe(3);
+      expect(after.oldestDueSeconds).toBeGreaterThan(3_590); // now() is the transaction start, a moment before the rows were built
+      throw rollback;
+    }).catch((err) => { if (err !== rollback) throw err; });
+  });
+});
