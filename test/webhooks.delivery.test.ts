@@ -393,6 +393,33 @@ describe.skipIf(!hasPostgres)('webhook delivery (real HTTPS receiver, real worke
     }
   });
 
+  it('a stopping worker gives its claimed but unattempted rows back at once, not after their lease', async () => {
+    await stopDeliverer();
+    const tenant = await createTenant(t.app);
+    const path = freshPath('release-on-stop');
+    receiver.behave(path, 'hang');
+    const { data: endpoint } = await endpointFor(tenant, path);
+    for (let i = 0; i < 2; i++) await createContact(tenant);
+    // One slot for the endpoint: one row hangs in flight, the other is claimed ahead and waits.
+    const deliverer = new WebhookDeliverer(t.deps.db, t.deps.webhookSender, {
+      secretsKey: t.deps.config.secretsKey, retryDelaysMs: [60_000], leaseMs: 60_000, timeoutMs: 600, pollMs: 20,
+      concurrency: 8, endpointConcurrency: 1, retryConcurrency: 4,
+    }, pino({ level: 'silent' }));
+    const own = startLoops([deliverer.loop()], 20, pino({ level: 'silent' }));
+    try {
+      await eventually(async () => (await deliveriesOf(endpoint.id)).every((d) => d.lease_until !== null) && receiver.at(path).length === 1);
+    } finally {
+      await own.stop();
+    }
+    const rows = await deliveriesOf(endpoint.id);
+    // The hung attempt timed out within the drain grace and was recorded; the waiting row is free to claim now.
+    expect(rows.map((r) => r.attempt_number).sort()).toEqual([0, 1]);
+    const waiting = rows.find((r) => r.attempt_number === 0)!;
+    expect(waiting.lease_until).toBeNull();
+    expect(receiver.at(path)).toHaveLength(1);
+    await call(t.app, tenant, 'DELETE', `/webhooks/${endpoint.id}`);
+  });
+
   it('a dead endpoint does not delay another endpoint\'s deliveries', async () => {
     const slowTenant = await createTenant(t.app);
     const slowPath = freshPath('slow');
