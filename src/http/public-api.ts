@@ -5,6 +5,7 @@ import { AppError } from './errors.ts';
 import { handleError, sendError } from './error-handler.ts';
 import { IdempotencyStore, shouldKeepResponse } from './idempotency.ts';
 import { checkRateLimit, rateLimitHeaders, type RateCounter } from './rate-limit.ts';
+import { assertStorableText } from './storable-text.ts';
 
 declare module 'fastify' {
   interface FastifyContextConfig {
@@ -14,6 +15,8 @@ declare module 'fastify' {
     feature?: Feature;
     /** Creating or sending POST: honours Idempotency-Key. */
     idempotent?: boolean;
+    /** The route reports bad items of its body one by one (unstorable text included). */
+    validatesItems?: boolean;
   }
   interface FastifyRequest {
     auth: AuthContext;
@@ -50,6 +53,11 @@ export function installPublicApiHooks(app: FastifyInstance, deps: PublicApiDeps)
   app.addHook('preValidation', async (request, reply) => {
     if (request.routeOptions.config.idempotent && (await replayIdempotent(request, reply, deps.idempotency))) return reply;
     if (await countRequest(request, reply, deps)) return reply;
+  });
+
+  // After schema validation: text the database cannot store, anywhere in a JSON body, is a 400 naming the field.
+  app.addHook('preHandler', async (request) => {
+    if (!request.routeOptions.config.validatesItems) assertStorableText(request.body, ['body']);
   });
 
   // An authenticated request that fails before preValidation (malformed JSON, body too large,

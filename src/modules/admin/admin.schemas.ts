@@ -20,7 +20,7 @@ export const TenantCreate = Type.Object({
 export const TenantPatch = Type.Object({
   name: Type.Optional(Type.String({ minLength: 1, maxLength: 255 })),
   plan: Type.Optional(PlanName),
-  api_requests_daily: Type.Optional(Type.Integer({ minimum: -1 })),
+  api_requests_daily: Type.Optional(Type.Integer({ minimum: -1, maximum: 2_147_483_647 })), // the column is a 32-bit integer
 });
 export type TenantPatch = Static<typeof TenantPatch>;
 

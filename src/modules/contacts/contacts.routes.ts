@@ -18,7 +18,8 @@ export const contactsRoutes: FastifyPluginAsyncTypebox<{ contacts: ContactsServi
   app.post('/contacts', { config: { ...write, idempotent: true }, schema: { body: ContactCreate, response: { 201: Contact } } },
     async (req, reply) => reply.code(201).send(await contacts.create(req.auth.tenantId, req.body)));
 
-  app.post('/contacts/bulk', { config: { ...write, idempotent: true }, schema: { body: BulkCreate, response: { 201: BulkResult } } },
+  // Bad items (a NUL included) are reported one by one; the rest are still created.
+  app.post('/contacts/bulk', { config: { ...write, idempotent: true, validatesItems: true }, schema: { body: BulkCreate, response: { 201: BulkResult } } },
     async (req, reply) => reply.code(201).send(await contacts.bulkCreate(req.auth.tenantId, req.body.contacts)));
 
   app.get('/contacts/:id', { config: read, schema: { params: IdParams, response: { 200: Contact } } },

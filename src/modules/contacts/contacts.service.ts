@@ -3,6 +3,7 @@ import type { Db } from '../../db/database.ts';
 import { recordEvents } from '../../events/events.ts';
 import { notFound, validationError } from '../../http/errors.ts';
 import { isoOrNull } from '../../http/nullable.ts';
+import { unstorableText } from '../../http/storable-text.ts';
 import { offsetOf, paginationFor, type PageQuery } from '../../http/pagination.ts';
 import { contactsRepository as repo, type ContactFilter, type ContactRow, type ContactValues } from './contacts.repository.ts';
 import { ContactCreate, type BulkResult, type Contact, type ContactPatch } from './contacts.schemas.ts';
@@ -35,24 +36,6 @@ function contactFields<T extends object>(input: T, fields: readonly string[]): P
   return Object.fromEntries(fields.filter((f) => f in input && (input as Record<string, unknown>)[f] !== undefined).map((f) => [f, (input as Record<string, unknown>)[f]]));
 }
 
-/** PostgreSQL text and jsonb cannot hold U+0000; find it first so it is a 400, not a 500. */
-function nulPath(value: unknown, path: (string | number)[]): (string | number)[] | null {
-  if (typeof value === 'string') return value.includes('\u0000') ? path : null;
-  if (Array.isArray(value)) {
-    for (const [i, item] of value.entries()) { const found = nulPath(item, [...path, i]); if (found) return found; }
-  } else if (value !== null && typeof value === 'object') {
-    for (const [key, item] of Object.entries(value)) {
-      const found = key.includes('\u0000') ? [...path, key] : nulPath(item, [...path, key]);
-      if (found) return found;
-    }
-  }
-  return null;
-}
-
-function assertNoNul(input: object, loc: (string | number)[]) {
-  const found = nulPath(input, loc);
-  if (found) throw validationError(`${found.slice(1).join('.')} must not contain the NUL character`, found, null);
-}
 
 const INVALID_PHONE = 'phone must be a valid phone number in E.164 format (+<country code><number>)';
 
@@ -85,7 +68,6 @@ export class ContactsService {
   }
 
   async create(tenantId: string, input: ContactCreate): Promise<Contact> {
-    assertNoNul(input, ['body']);
     const values: ContactValues = { ...contactFields(input, CREATE_FIELDS), first_name: input.first_name, phone: normalisedPhone(input.phone, ['body', 'phone']), source: input.source ?? 'api' };
     return this.db.transaction().execute(async (tx) => {
       const contact = toContact(await repo.insert(tx, tenantId, values));
@@ -107,8 +89,8 @@ export class ContactsService {
     items.forEach((item, index) => {
       if (!Value.Check(ContactCreate, item)) return errors.push({ index, error: describeFirstError(item) });
       const input = item as ContactCreate;
-      const nul = nulPath(input, []);
-      if (nul) return errors.push({ index, error: `${nul.join('.')} must not contain the NUL character` });
+      const bad = unstorableText(input, []);
+      if (bad) return errors.push({ index, error: `${bad.path.join('.')} ${bad.reason}` });
       const phone = toE164(input.phone);
       if (!phone) return errors.push({ index, error: INVALID_PHONE });
       const email = input.email?.toLowerCase();
@@ -140,7 +122,6 @@ export class ContactsService {
   }
 
   async update(tenantId: string, id: string, patch: ContactPatch): Promise<Contact> {
-    assertNoNul(patch, ['body']);
     const changes: Partial<ContactValues> = contactFields(patch, PATCH_FIELDS);
     if (patch.phone !== undefined) changes.phone = normalisedPhone(patch.phone, ['body', 'phone']);
     return this.db.transaction().execute(async (tx) => {

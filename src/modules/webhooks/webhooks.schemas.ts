@@ -1,6 +1,6 @@
 import { Type, type Static } from 'typebox';
 import { Nullable } from '../../http/nullable.ts';
-import { PageOf } from '../../http/pagination.ts';
+import { PageOf, PageQuery } from '../../http/pagination.ts';
 
 
 export const DELIVERY_STATUSES = ['pending', 'success', 'failed', 'retrying', 'abandoned'] as const;
@@ -68,8 +68,7 @@ export const DeliveryPage = PageOf(Delivery);
 
 export const DeliveryQuery = Type.Object({
   status: Type.Optional(Type.Union(DELIVERY_STATUSES.map((s) => Type.Literal(s)))),
-  page: Type.Integer({ minimum: 1, default: 1 }),
-  limit: Type.Integer({ minimum: 1, maximum: 100, default: 20 }),
+  ...PageQuery.properties,
 });
 export type DeliveryQuery = Static<typeof DeliveryQuery>;
 

@@ -1,0 +1,38 @@
+import { validationError } from './errors.ts';
+
+/**
+ * PostgreSQL text and jsonb cannot hold U+0000, and jsonb refuses an unpaired UTF-16 surrogate
+ * (text would silently store U+FFFD instead). Finding them first makes them a 400, not a 500.
+ */
+function flaw(text: string): string | null {
+  if (text.includes('\u0000')) return 'must not contain the NUL character';
+  if (!text.isWellFormed()) return 'must be valid Unicode text (it holds an unpaired surrogate)';
+  return null;
+}
+
+/** The first string (or object key) in `value` that cannot be stored, with the reason. */
+export function unstorableText(value: unknown, path: (string | number)[]): { path: (string | number)[]; reason: string } | null {
+  if (typeof value === 'string') {
+    const reason = flaw(value);
+    return reason ? { path, reason } : null;
+  }
+  if (Array.isArray(value)) {
+    for (const [i, item] of value.entries()) {
+      const found = unstorableText(item, [...path, i]);
+      if (found) return found;
+    }
+  } else if (value !== null && typeof value === 'object') {
+    for (const [key, item] of Object.entries(value)) {
+      const reason = flaw(key);
+      const found = reason ? { path: [...path, key], reason } : unstorableText(item, [...path, key]);
+      if (found) return found;
+    }
+  }
+  return null;
+}
+
+/** A 400 naming the field (`loc` starts with the request part, e.g. 'body'). */
+export function assertStorableText(input: unknown, loc: (string | number)[]): void {
+  const found = unstorableText(input, loc);
+  if (found) throw validationError(`${found.path.slice(1).join('.')} ${found.reason}`, found.path, null);
+}
