@@ -94,6 +94,29 @@ describe.skipIf(!hasPostgres)('upstream callbacks: /upstream/webhook', () => {
     expect((await postCallback(t.app, '{"entry": [')).statusCode).toBe(400);
   });
 
+  it('a signed body of the wrong shape is acknowledged: what can be read is applied, the rest skipped (a 500 would be retried forever)', async () => {
+    const m = await quietMessage();
+    const odd = (value: unknown) => ({ object: 'whatsapp_business_account', entry: [{ id: m.tenant.wabaId, changes: [{ field: 'messages', value }] }] });
+    for (const payload of [
+      { entry: 'not a list' }, { entry: [null, 7, { changes: {} }] }, { entry: [{ changes: [{ field: 'messages', value: 'text' }] }] },
+      odd({ metadata: { phone_number_id: m.tenant.phoneNumberId }, statuses: { id: m.wamid } }),
+      odd({ metadata: { phone_number_id: m.tenant.phoneNumberId }, messages: [{ id: { nested: true }, from: 42 }, 'x', null] }),
+      { entry: [{ id: { not: 'an id' }, changes: [{ field: 'message_template_status_update', value: { event: ['APPROVED'], reason: { x: 1 } } }] }] },
+    ]) {
+      expect((await postCallback(t.app, payload)).statusCode, JSON.stringify(payload)).toBe(200);
+    }
+    // In one batch: a status of the wrong type is skipped, the good one still applies.
+    const mixed = odd({ metadata: { phone_number_id: m.tenant.phoneNumberId }, statuses: [{ id: 5, status: { s: 'sent' } }, status(m.wamid, 'delivered', 1_700_000_100, { errors: 'none' })] });
+    expect((await postCallback(t.app, mixed)).statusCode).toBe(200);
+    expect(await messageTypes(m.tenant.id)).toEqual(['message.delivered']);
+
+    // Text the database cannot hold is cleaned, not refused.
+    const inbound = odd({ metadata: { phone_number_id: m.tenant.phoneNumberId }, messages: [{ id: `wamid.nul${Date.now()}`, from: m.to.slice(1), timestamp: '1700000000', type: 'text', text: { body: 'he\u0000llo \ud800' } }] });
+    expect((await postCallback(t.app, inbound)).statusCode).toBe(200);
+    const [received] = await eventsOf(t.deps, m.tenant.id, 'message.received');
+    expect((received.data as { text: string }).text).toBe('hello \ufffd');
+  });
+
   it('acknowledges callbacks for unknown phone-number ids without processing them', async () => {
     const res = await postCallback(t.app, statusCallback('999000111', [status('wamid.unknown', 'sent', 1)]));
     expect(res.statusCode).toBe(200);

@@ -19,7 +19,7 @@ describe.skipIf(!hasPostgres)('text and timestamps the database cannot store', (
 
   function expectField(res: Awaited<ReturnType<typeof call>>, loc: (string | number)[], reason: RegExp) {
     const error = expectError(res, 400, 'VALIDATION_ERROR');
-    expect(error.details[0].loc).toEqual(loc);
+    expect((error.details as { loc: unknown }[])[0].loc).toEqual(loc);
     expect(error.message).toMatch(reason);
   }
 

@@ -36,3 +36,16 @@ export function assertStorableText(input: unknown, loc: (string | number)[]): vo
   const found = unstorableText(input, loc);
   if (found) throw validationError(`${found.path.slice(1).join('.')} ${found.reason}`, found.path, null);
 }
+
+/**
+ * For data we must accept rather than refuse (the upstream's callbacks): the same value with NUL
+ * characters dropped and unpaired surrogates replaced, in strings and object keys alike.
+ */
+export function storable<T>(value: T): T {
+  if (typeof value === 'string') return value.replaceAll('\u0000', '').toWellFormed() as T;
+  if (Array.isArray(value)) return value.map(storable) as T;
+  if (value !== null && typeof value === 'object') {
+    return Object.fromEntries(Object.entries(value).map(([k, v]) => [storable(k), storable(v)])) as T;
+  }
+  return value;
+}

@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
 import type { Db, Tx } from '../../db/database.ts';
 import { recordEvents, type NewEvent } from '../../events/events.ts';
+import { storable } from '../../http/storable-text.ts';
 import { findTenantByPhoneNumberId } from '../business-accounts/business-accounts.repository.ts';
 import { addCommunication } from '../contacts/communications.repository.ts';
 import { applyMessageStatuses, type AppliedStatus, type DeliveryStatus, type StatusUpdate } from '../messages/messages.statuses.ts';
@@ -52,15 +53,23 @@ function toDate(unixSeconds: string | undefined): Date {
   return Number.isFinite(n) && n > 0 ? new Date(n * 1000) : new Date();
 }
 
+// The envelope is signed, but its shape is still the sender's: anything not of the expected type
+// reads as absent, so a malformed callback is skipped instead of failing (a 500 is retried forever).
+const list = <T>(value: T[] | undefined): T[] => (Array.isArray(value) ? value : []);
+const text = (value: unknown): string | undefined => (typeof value === 'string' ? value : typeof value === 'number' ? String(value) : undefined);
+const record = <T extends object>(value: T | undefined): Partial<T> => (typeof value === 'object' && value !== null ? value : {});
+
 function toStatusUpdate(s: RawStatus): StatusUpdate | null {
-  if (!s.id || !s.status || !DELIVERY_STATUSES.has(s.status)) return null; // e.g. `played` (voice) is not tracked
-  const error = s.errors?.[0];
+  const id = text(s.id);
+  const status = text(s.status);
+  if (!id || !status || !DELIVERY_STATUSES.has(status)) return null; // e.g. `played` (voice) is not tracked
+  const error = record(list(s.errors)[0]);
   return {
-    upstreamMessageId: s.id,
-    status: s.status as DeliveryStatus,
-    timestamp: toDate(s.timestamp),
-    callbackData: s.biz_opaque_callback_data ?? null,
-    error: s.status === 'failed' ? { code: Number(error?.code ?? 0), title: String(error?.title ?? error?.message ?? 'Unknown failure') } : null,
+    upstreamMessageId: id,
+    status: status as DeliveryStatus,
+    timestamp: toDate(text(s.timestamp)),
+    callbackData: text(s.biz_opaque_callback_data) ?? null,
+    error: status === 'failed' ? { code: Number(error.code) || 0, title: text(error.title) ?? text(error.message) ?? 'Unknown failure' } : null,
   };
 }
 
@@ -72,19 +81,23 @@ function parseFlowResponse(json: string | undefined): { flowToken: string | null
   return { flowToken: typeof token === 'string' ? token : null, response };
 }
 
-function toInbound(m: RawInbound): InboundMessage | null {
-  if (!m.id) return null;
-  const type = m.type ?? 'unknown';
-  const nfm = type === 'interactive' && m.interactive?.type === 'nfm_reply' ? m.interactive.nfm_reply : undefined;
-  const text = m.text?.body ?? m.button?.text ?? m.interactive?.button_reply?.title ?? m.interactive?.list_reply?.title ?? nfm?.body
-    ?? m.image?.caption ?? m.video?.caption ?? m.document?.caption ?? null;
+function toInbound(raw: RawInbound): InboundMessage | null {
+  const m = storable(raw);
+  const id = text(m.id);
+  if (!id) return null;
+  const type = text(m.type) ?? 'unknown';
+  const interactive = record(m.interactive);
+  const nfm = type === 'interactive' && interactive.type === 'nfm_reply' ? record(interactive.nfm_reply) : undefined;
+  const body = text(record(m.text).body) ?? text(record(m.button).text) ?? text(record(interactive.button_reply).title) ?? text(record(interactive.list_reply).title)
+    ?? text(nfm?.body) ?? text(record(m.image).caption) ?? text(record(m.video).caption) ?? text(record(m.document).caption) ?? null;
+  const from = text(m.from);
   return {
-    upstreamMessageId: m.id,
-    from: m.from ? (m.from.startsWith('+') ? m.from : `+${m.from}`) : null,
+    upstreamMessageId: id,
+    from: from ? (from.startsWith('+') ? from : `+${from}`) : null,
     type,
-    text,
-    timestamp: toDate(m.timestamp),
-    flow: nfm ? parseFlowResponse(nfm.response_json) : null,
+    text: body,
+    timestamp: toDate(text(m.timestamp)),
+    flow: nfm ? parseFlowResponse(text(nfm.response_json)) : null,
     raw: m,
   };
 }
@@ -126,23 +139,30 @@ export class CallbacksService {
     const byPhoneNumber = new Map<string, TenantBatch>();
     let templates = 0;
     let ignored = 0;
-    for (const entry of envelope.entry ?? []) {
-      for (const change of entry.changes ?? []) {
+    for (const entry of list(envelope.entry).map(record)) {
+      for (const change of list(entry.changes).map(record)) {
         const value = change.value;
-        if (!value) continue;
+        if (typeof value !== 'object' || value === null) continue;
         if (change.field === 'message_template_status_update') {
-          if (entry.id) templates += await this.templateSync.applyCallback(String(entry.id), value);
+          const wabaId = text(entry.id);
+          const update = storable(value);
+          if (wabaId) {
+            templates += await this.templateSync.applyCallback(wabaId, {
+              event: text(update.event) ?? '', message_template_id: text(update.message_template_id), message_template_name: text(update.message_template_name),
+              message_template_language: text(update.message_template_language), reason: text(update.reason) ?? null,
+            });
+          }
           continue;
         }
         if (change.field !== 'messages') { ignored++; continue; }
-        const phoneNumberId = value.metadata?.phone_number_id;
+        const phoneNumberId = text(record(value.metadata).phone_number_id);
         if (!phoneNumberId) { ignored++; continue; }
         const batch = byPhoneNumber.get(phoneNumberId) ?? { statuses: [], inbound: [] };
-        for (const s of value.statuses ?? []) {
+        for (const s of list(value.statuses).map(record)) {
           const update = toStatusUpdate(s);
           if (update) batch.statuses.push(update);
         }
-        for (const m of value.messages ?? []) {
+        for (const m of list(value.messages).map(record)) {
           const inbound = toInbound(m);
           if (inbound) batch.inbound.push(inbound);
         }
