@@ -1,6 +1,8 @@
-import { createHash } from 'node:crypto';
+import { createHash, randomUUID } from 'node:crypto';
+import { readdirSync } from 'node:fs';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { API, call, createTenant, hasPostgres, uniquePhone, type TestTenant } from './helpers/app.ts';
+import { API, call, createTenant, eventually, hasPostgres, uniquePhone, type TestTenant } from './helpers/app.ts';
 import { createApprovedTemplate, createConnectedTenant, sandboxControl, startUpstreamApp, type UpstreamTestApp } from './helpers/upstream.ts';
 
 const PNG = Buffer.concat([Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]), Buffer.alloc(200, 7)]);
@@ -71,6 +73,33 @@ describe.skipIf(!hasPostgres)('media', () => {
     const json = await call(t.app, tenant, 'POST', '/media', { type: 'image' });
     expect(json.statusCode).toBe(400);
     expect((await call(t.app, tenant, 'GET', '/media')).json().data).toEqual([]);
+  });
+
+  it('Idempotency-Key covers the uploaded file: the same file replays, a different one is 409, and neither leaves bytes behind', async () => {
+    const tenant = await createTenant(t.app);
+    const storedFiles = () => readdirSync(join(t.config.dataDir, 'media'), { recursive: true, withFileTypes: true }).filter((e) => e.isFile()).length;
+    const key = { 'idempotency-key': randomUUID() };
+    const send = (bytes: Buffer) => {
+      const body = multipart({ type: 'image' }, { name: 'logo.png', type: 'image/png', bytes });
+      return t.app.inject({ method: 'POST', url: `${API}/media`, headers: { ...tenant.headers, ...body.headers, ...key }, payload: body.payload });
+    };
+    const first = await send(PNG);
+    expect(first.statusCode).toBe(201);
+    const files = storedFiles();
+
+    const replay = await send(PNG);
+    expect(replay.statusCode).toBe(201);
+    expect(replay.headers['idempotent-replayed']).toBe('true');
+    expect(replay.json().id).toBe(first.json().id);
+
+    const other = Buffer.concat([PNG, Buffer.from('different')]);
+    const conflict = await send(other);
+    expect(conflict.statusCode).toBe(409);
+    expect(conflict.json().error.code).toBe('CONFLICT');
+
+    // Left-over staged bytes are removed once each response has gone out.
+    await eventually(async () => storedFiles() === files, 2_000);
+    expect((await call(t.app, tenant, 'GET', '/media')).json().data).toHaveLength(1);
   });
 
   it('scopes: media:read cannot upload', async () => {

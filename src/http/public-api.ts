@@ -17,6 +17,11 @@ declare module 'fastify' {
     idempotent?: boolean;
     /** The route reports bad items of its body one by one (unstorable text included). */
     validatesItems?: boolean;
+    /**
+     * Reads a body the JSON parser does not (multipart) into `request.body` after authentication,
+     * so that the Idempotency-Key fingerprint covers it.
+     */
+    readBody?: (request: FastifyRequest) => Promise<void>;
   }
   interface FastifyRequest {
     auth: AuthContext;
@@ -51,6 +56,7 @@ export function installPublicApiHooks(app: FastifyInstance, deps: PublicApiDeps)
   app.decorateRequest('rateCounted', false);
 
   app.addHook('preValidation', async (request, reply) => {
+    await request.routeOptions.config.readBody?.(request);
     if (request.routeOptions.config.idempotent && (await replayIdempotent(request, reply, deps.idempotency))) return reply;
     if (await countRequest(request, reply, deps)) return reply;
   });

@@ -1,5 +1,6 @@
 import multipart from '@fastify/multipart';
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
+import type { FastifyRequest } from 'fastify';
 import { PageQuery } from '../../http/pagination.ts';
 import { IdParams, Media, MediaPage, MessageResult } from './media.schemas.ts';
 import type { MediaService, StagedFile } from './media.service.ts';
@@ -12,7 +13,14 @@ export const mediaRoutes: FastifyPluginAsyncTypebox<{ media: MediaService }> = a
   // The service enforces the per-type limits while streaming; this is only the outer bound.
   await app.register(multipart, { limits: { fileSize: MAX_MEDIA_BYTES + 1, files: 1, fields: 5, fieldSize: 1024 } });
 
-  app.post('/media', { config: { ...write, idempotent: true }, schema: { response: { 201: Media } } }, async (req, reply) => {
+  /** Staged uploads not yet recorded; whatever is left when the response is sent (a replay, a 429, an error) is removed. */
+  const staging = new WeakMap<FastifyRequest, StagedFile>();
+
+  /**
+   * Streams the upload to storage, then leaves in `body` only what identifies it (type, name, MIME
+   * type, size and SHA-256): the Idempotency-Key fingerprint then tells a different file apart.
+   */
+  async function readUpload(req: FastifyRequest): Promise<void> {
     let type: string | undefined;
     let staged: StagedFile | undefined;
     try {
@@ -28,7 +36,20 @@ export const mediaRoutes: FastifyPluginAsyncTypebox<{ media: MediaService }> = a
       if (staged) await media.discard(staged);
       throw err;
     }
-    return reply.code(201).send(await media.create(req.auth.tenantId, { type, file: staged }));
+    if (staged) staging.set(req, staged);
+    req.body = { type, file: staged && { filename: staged.filename, mime_type: staged.mimeType, size_bytes: staged.sizeBytes, sha256: staged.sha256 } };
+  }
+
+  app.addHook('onResponse', async (req) => {
+    const left = staging.get(req);
+    if (left) await media.discard(left);
+  });
+
+  app.post('/media', { config: { ...write, idempotent: true, readBody: readUpload }, schema: { response: { 201: Media } } }, async (req, reply) => {
+    const file = staging.get(req);
+    const created = await media.create(req.auth.tenantId, { type: (req.body as { type?: string }).type, file });
+    staging.delete(req);
+    return reply.code(201).send(created);
   });
 
   app.get('/media', { config: read, schema: { querystring: PageQuery, response: { 200: MediaPage } } },
