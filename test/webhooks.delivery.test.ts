@@ -368,7 +368,7 @@ describe.skipIf(!hasPostgres)('webhook delivery (real HTTPS receiver, real worke
     expect(receiver.at(path)).toHaveLength(1);
   });
 
-  it('a claimed row that waited too long for a slot is left to its lease, then attempted', async () => {
+  it('a claimed row that waited too long for a slot is given back, then attempted', async () => {
     await stopDeliverer();
     const tenant = await createTenant(t.app);
     const path = freshPath('queued-behind-hang');
@@ -389,6 +389,39 @@ describe.skipIf(!hasPostgres)('webhook delivery (real HTTPS receiver, real worke
       expect(receiver.at(path)).toHaveLength(3); // each row attempted exactly once, none lost
     } finally {
       await own.stop();
+      await call(t.app, tenant, 'DELETE', `/webhooks/${endpoint.id}`);
+    }
+  });
+
+  it('a row claimed before a secret rotation and held for a slot is not sent with the old secret', async () => {
+    await stopDeliverer();
+    const tenant = await createTenant(t.app);
+    const path = freshPath('rotate-while-waiting');
+    receiver.behave(path, 'hang');
+    const { data: endpoint, signing_secret: oldSecret } = await endpointFor(tenant, path);
+    for (let i = 0; i < 2; i++) await createContact(tenant);
+    // One slot: the first row hangs for the 1.5 s timeout; the second is claimed ahead (with the
+    // secret of that moment) and waits for the slot longer than a claim may be held.
+    const sender = new WebhookSender({ timeoutMs: 1_500, extraCaFile: t.config.webhookExtraCaFile, allowPrivateNetworks: true });
+    const deliverer = new WebhookDeliverer(t.deps.db, sender, {
+      secretsKey: t.deps.config.secretsKey, retryDelaysMs: [60_000], leaseMs: 60_000, timeoutMs: 1_500, pollMs: 20,
+      concurrency: 8, endpointConcurrency: 1, retryConcurrency: 4,
+    }, pino({ level: 'silent' }));
+    const own = startLoops([deliverer.loop()], 20, pino({ level: 'silent' }));
+    try {
+      await eventually(async () => receiver.at(path).length === 1 && (await deliveriesOf(endpoint.id)).every((d) => d.lease_until !== null));
+      const rotated = await call(t.app, tenant, 'POST', `/webhooks/${endpoint.id}/rotate-secret`);
+      expect(rotated.statusCode).toBe(200);
+      receiver.behave(path, 200);
+      const newSecret = rotated.json().signing_secret as string;
+      await eventually(async () => (await deliveriesOf(endpoint.id)).some((d) => d.status === 'success'), 10_000);
+      const [, second] = receiver.at(path);
+      expect(verifyWebhookSignature({ secret: newSecret, headers: second.headers, rawBody: second.body })).toBe(true);
+      expect(verifyWebhookSignature({ secret: oldSecret, headers: second.headers, rawBody: second.body })).toBe(false);
+      expect(deliverer.stats.expiredWaiting).toBeGreaterThanOrEqual(1);
+    } finally {
+      await own.stop();
+      await sender.close();
       await call(t.app, tenant, 'DELETE', `/webhooks/${endpoint.id}`);
     }
   });

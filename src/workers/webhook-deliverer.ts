@@ -9,6 +9,12 @@ import type { WorkerLoop } from './loop.ts';
 // in completion order keep "consecutive failures" meaningful.
 const MAX_PARALLEL_FLUSHES = 1;
 const DRAIN_GRACE_MS = 2_000;
+/**
+ * How long a claimed row may wait in memory for a slot. A claim carries the endpoint's URL and
+ * secret as they were; keeping the wait short keeps an attempt that starts after a secret rotation,
+ * URL change or delete on the old values to rows claimed within this moment before it.
+ */
+const MAX_WAIT_MS = 1_000;
 
 interface Waiting {
   row: ClaimedDelivery;
@@ -35,8 +41,8 @@ export interface DelivererOptions {
  *
  * Claims run ahead of the slots: up to one slot set's worth of claimed rows waits in memory, so a
  * slot that frees up is refilled at once instead of after a claim round trip (measured: without it
- * the slots sat mostly empty while claims were in flight). A waiting row keeps its lease; one that
- * waited so long that its attempt could outlive the lease is dropped and comes back when it lapses.
+ * the slots sat mostly empty while claims were in flight). A row that waited longer than
+ * MAX_WAIT_MS, or so long that its attempt could outlive its lease, is not started but given back.
  *
  * Fairness: at most `endpointConcurrency` attempts per endpoint are in flight (a hung endpoint
  * holds a few slots, never all of them); retries may use at most `retryConcurrency` slots, so the
@@ -147,10 +153,11 @@ export class WebhookDeliverer {
   /** Starts waiting rows while slots, the per-endpoint cap and the retry cap allow. */
   private fill() {
     const { concurrency, endpointConcurrency, retryConcurrency, leaseMs, timeoutMs } = this.options;
-    // A row must be able to finish its attempt (timeout plus a margin) before its lease lapses.
-    const startBy = Date.now() - (leaseMs - timeoutMs - Math.min(5_000, (leaseMs - timeoutMs) / 2));
+    // A row must also be able to finish its attempt (timeout plus a margin) before its lease lapses.
+    const startBy = Date.now() - Math.min(MAX_WAIT_MS, leaseMs - timeoutMs - Math.min(5_000, (leaseMs - timeoutMs) / 2));
+    const expired: ClaimedDelivery[] = [];
     for (const [key, queue] of this.ready) {
-      if (this.inflight >= concurrency) return;
+      if (this.inflight >= concurrency) break;
       const endpointId = queue[0].row.endpoint_id;
       let busy = this.busy.get(endpointId) ?? 0;
       while (queue.length > 0 && this.inflight < concurrency && busy < endpointConcurrency) {
@@ -160,13 +167,18 @@ export class WebhookDeliverer {
         this.readyCount -= 1;
         if (isRetry) this.readyRetries -= 1;
         if (claimedAt < startBy) {
-          this.stats.expiredWaiting++;
+          expired.push(row);
           continue;
         }
         this.start(row, isRetry);
         busy += 1;
       }
       if (queue.length === 0) this.ready.delete(key);
+    }
+    if (expired.length > 0) {
+      // Back to the queue now, to be claimed again with the endpoint's current URL and secret.
+      this.stats.expiredWaiting += expired.length;
+      releaseLeases(this.db, expired).catch((err) => this.logger.error({ err }, 'releasing expired webhook claims failed; their leases will lapse'));
     }
   }
 

@@ -110,7 +110,11 @@ export class WebhooksService {
     return { message: 'Webhook endpoint deleted' };
   }
 
-  /** Immediate, no grace period: the next attempt (even one already queued) signs with the new secret. */
+  /**
+   * Immediate, no grace period: every attempt started from now on signs with the new secret, queued
+   * ones included. Only a row a worker claimed within the last second (MAX_WAIT_MS in the deliverer)
+   * can still start with the old one, like an attempt already in flight.
+   */
   async rotateSecret(tenantId: string, id: string): Promise<{ message: string; signing_secret: string }> {
     const secret = newSigningSecret();
     const row = await repo.updateEndpoint(this.db, tenantId, id, { signing_secret_enc: encryptSecret(this.options.secretsKey, secret) });
