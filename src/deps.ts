@@ -114,6 +114,7 @@ export async function createDeps(config: Config, logger: Logger = createLogger(c
     maxConnectionsPerOrigin: config.webhookConcurrency,
     onAttempt: (result, seconds) => metrics.webhookAttempts.observe({ result }, seconds),
   });
+  const authenticator = new ApiKeyAuthenticator(db, Math.min(config.authCacheMs, 1000));
   if (redis) await firstConnection(redis, 500);
   const templateSync = new TemplateStatusSync(db, upstream, config.secretsKey, { intervalMs: config.templatePollIntervalMs, batch: config.templatePollBatch }, logger);
   const media = new MediaService(db, new LocalDiskStorage(join(config.dataDir, 'media')), upstream, config.mediaUpstreamTtlMs);
@@ -125,9 +126,9 @@ export async function createDeps(config: Config, logger: Logger = createLogger(c
     db,
     redis,
     rateCounter: redis ? new RedisRateCounter(redis) : new MemoryRateCounter(),
-    authenticator: new ApiKeyAuthenticator(db, Math.min(config.authCacheMs, 1000)),
+    authenticator,
     idempotency: new IdempotencyStore(db, config.idempotencyTtlMs, config.idempotencyLockMs, config.secretsKey),
-    admin: new AdminService(db, config.secretsKey),
+    admin: new AdminService(db, config.secretsKey, () => authenticator.forgetAll()),
     contacts: new ContactsService(db),
     upstream,
     contactActivity: new ContactActivityService(db),

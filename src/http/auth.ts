@@ -28,12 +28,18 @@ const unauthenticated = (message: string) => new AppError('AUTHENTICATION_REQUIR
 
 /**
  * Looks keys up by hash with a short in-process cache. The cache lifetime (AUTH_CACHE_MS, at most
- * one second) bounds how long a revoked key or a deleted tenant can still be served.
+ * one second) bounds how long a revoked key or a deleted tenant can still be served by another
+ * process; in the process that made the change, `forgetAll` applies it at once.
  */
 export class ApiKeyAuthenticator {
   private cache = new Map<string, { record: KeyRecord | null; until: number }>();
 
   constructor(private db: Db, private cacheMs: number) {}
+
+  /** After a revocation, a tenant deletion or a plan or quota change. */
+  forgetAll(): void {
+    this.cache.clear();
+  }
 
   async authenticate(request: FastifyRequest, requiredScopes: string[], feature: Feature | undefined): Promise<AuthContext> {
     const header = request.headers.authorization;

@@ -33,7 +33,8 @@ export function toBusinessAccount(row: Selectable<BusinessAccountsTable>): Busin
 
 /** What operators (a dashboard, scripts) do: provision tenants, keys and business accounts. */
 export class AdminService {
-  constructor(private db: Db, private secretsKey: Buffer) {}
+  /** `keysChanged` is told when what a cached key lookup holds (revocation, tenant, plan, quota) has changed. */
+  constructor(private db: Db, private secretsKey: Buffer, private keysChanged: () => void = () => {}) {}
 
   async createTenant(name: string, plan: PlanName): Promise<Tenant> {
     const row = await this.db.insertInto('tenants')
@@ -62,6 +63,7 @@ export class AdminService {
     const row = await this.db.updateTable('tenants')
       .set({ name: patch.name ?? current.name, plan, api_requests_daily: daily, updated_at: new Date() })
       .where('id', '=', id).returningAll().executeTakeFirstOrThrow();
+    this.keysChanged();
     return toTenant(row);
   }
 
@@ -71,6 +73,7 @@ export class AdminService {
       await tx.updateTable('tenants').set({ deleted_at: new Date() }).where('id', '=', id).execute();
       await tx.updateTable('business_accounts').set({ status: 'disconnected', updated_at: new Date() }).where('tenant_id', '=', id).execute();
     });
+    this.keysChanged();
     return { message: 'Tenant deleted' };
   }
 
@@ -114,6 +117,7 @@ export class AdminService {
           .where('tenant_id', '=', tenantId).where('id', '=', keyId).where('revoked_at', 'is', null).executeTakeFirst()
       : undefined;
     if (!result || Number(result.numUpdatedRows) === 0) throw notFound('API key');
+    this.keysChanged();
     return { message: 'API key revoked' };
   }
 
