@@ -27,7 +27,8 @@ export async function buildApp(deps: Deps): Promise<FastifyInstance> {
     logController: new LogController({ requestIdLogLabel: 'request_id', disableRequestLogging: true }),
     trustProxy: deps.config.trustProxy,
     bodyLimit: 1024 * 1024,
-    return503OnClosing: true,
+    // Our own 503 below, in the envelope (Fastify's would not be).
+    return503OnClosing: false,
     // URLs the router rejects before any route or hook runs: answer them with the envelope too.
     // An over-long path parameter cannot name a resource (ids are UUIDs), so it is a 404.
     frameworkErrors: (error, _request, reply) => {
@@ -44,6 +45,15 @@ export async function buildApp(deps: Deps): Promise<FastifyInstance> {
     for (const method of [route.method].flat()) routes.push({ method, pattern });
   });
   installErrorHandling(base, () => routes);
+  // Between SIGTERM and the last in-flight response, requests arriving on open connections are
+  // refused with a retryable 503 (new connections are no longer accepted at all).
+  let closing = false;
+  base.addHook('preClose', async () => { closing = true; });
+  base.addHook('onRequest', async (_request, reply) => {
+    if (!closing) return;
+    reply.header('connection', 'close').header('retry-after', '1');
+    throw new AppError('INTERNAL_ERROR', 'The service is shutting down; retry the request', {}, 503);
+  });
   installValidators(base);
   app.addHook('onResponse', async (request, reply) => {
     deps.metrics.httpRequests.observe(

@@ -1,8 +1,42 @@
+import type { AddressInfo } from 'node:net';
+import { Client } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { adminHeaders, API, call, createTenant, hasPostgres, startTestApp, uniquePhone, type TestApp, type TestTenant } from './helpers/app.ts';
 import { expectError } from './helpers/expect.ts';
 
 const REQ_ID = /^req_[0-9a-f]{12}$/;
+
+describe.skipIf(!hasPostgres)('shutting down', () => {
+  it('a request that reaches the app while it closes is a 503 in the envelope; the in-flight one still completes', async () => {
+    let release!: () => void;
+    const held = new Promise<void>((resolve) => { release = resolve; });
+    const app = await startTestApp({}, { routes: (a) => { a.get('/__test/slow', async () => { await held; return { done: true }; }); } });
+    await app.app.listen({ port: 0, host: '127.0.0.1' });
+    const client = new Client(`http://127.0.0.1:${(app.app.server.address() as AddressInfo).port}`, { pipelining: 2 });
+    try {
+      const slow = client.request({ method: 'GET', path: '/__test/slow' });
+      await new Promise((r) => setTimeout(r, 20));
+      // Pipelined on the same connection: the server reads it only once the slow one has answered.
+      const queued = client.request({ method: 'GET', path: '/healthz' });
+      const closed = app.close();
+      await new Promise((r) => setTimeout(r, 100));
+      release();
+      const first = await slow;
+      expect(first.statusCode).toBe(200);
+      expect(await first.body.json()).toEqual({ done: true });
+      const refused = await queued;
+      expect(refused.statusCode).toBe(503);
+      expect(refused.headers['retry-after']).toBe('1');
+      expect(refused.headers['x-request-id']).toMatch(REQ_ID);
+      const body = await refused.body.json() as { success: boolean; error: { code: string; message: string }; meta: { request_id: string } };
+      expect(body).toMatchObject({ success: false, error: { code: 'INTERNAL_ERROR', message: 'The service is shutting down; retry the request' } });
+      expect(body.meta.request_id).toBe(refused.headers['x-request-id']);
+      await closed;
+    } finally {
+      await client.destroy();
+    }
+  });
+});
 
 describe.skipIf(!hasPostgres)('error envelope and request ids (spec section 7)', () => {
   let t: TestApp;
