@@ -1,5 +1,12 @@
 import { createServer } from 'node:net';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+
+// A resolver that never answers for one name: the attempt's deadline must cover the DNS check too.
+vi.mock('node:dns/promises', async (original) => {
+  const real = await original<typeof import('node:dns/promises')>();
+  const lookup = (host: string, options: object) => (host === 'dns-hangs.example' ? new Promise(() => {}) : real.lookup(host, options as never));
+  return { ...real, lookup, default: { ...real, lookup } };
+});
 import { WebhookSender } from '../src/modules/webhooks/webhooks.sender.ts';
 import { startReceiver, type Receiver } from './helpers/https-receiver.ts';
 
@@ -18,6 +25,19 @@ describe('webhook sender (one attempt against a real HTTPS receiver)', () => {
   afterAll(async () => {
     await sender.close();
     await receiver.close();
+  });
+
+  it('times out within the deadline when resolving the destination hangs (private networks disallowed)', async () => {
+    const guarded = new WebhookSender({ timeoutMs: 300, allowPrivateNetworks: false });
+    try {
+      const started = Date.now();
+      const outcome = await guarded.attempt({ url: 'https://dns-hangs.example/in', endpointId: ENDPOINT_ID, eventType: 'contact.created', payload: '{}', secret: 'whsec_test' });
+      expect(outcome).toMatchObject({ ok: false, statusCode: null, errorClass: 'timeout', errorMessage: 'No response within 300 ms' });
+      expect(Date.now() - started).toBeLessThan(1000);
+      expect(outcome.responseTimeMs).toBeLessThan(1000);
+    } finally {
+      await guarded.close();
+    }
   });
 
   it('keeps the first 500 characters of the response body', async () => {

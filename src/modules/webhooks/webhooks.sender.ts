@@ -127,14 +127,17 @@ export class WebhookSender {
     } catch (err) {
       return { ok: false, statusCode: null, responseTimeMs: 0, responseBody: null, errorClass: 'invalid_url', errorMessage: (err as Error).message };
     }
+    // One deadline for the whole attempt, the destination check (a DNS lookup) included.
+    const { timeoutMs } = this.options;
+    const remaining = () => Math.max(1, Math.round(started + timeoutMs - performance.now()));
     try {
-      if (!this.options.allowPrivateNetworks) await resolveDestination(hostOf(url), false);
+      if (!this.options.allowPrivateNetworks) await withDeadline(resolveDestination(hostOf(url), false), timeoutMs);
       // Encoded once: the signature and the request body are the same bytes.
       const body = typeof req.payload === 'string' ? Buffer.from(req.payload) : req.payload;
       const headers = deliveryHeaders({
         secret: req.secret, eventType: req.eventType, attemptId: req.attemptId ?? randomUUID(), endpointId: req.endpointId, body,
       });
-      const { statusCode, body: responseBody } = await post(this.agent, url, headers, body, this.options.timeoutMs);
+      const { statusCode, body: responseBody } = await post(this.agent, url, headers, body, remaining());
       if (statusCode >= 200 && statusCode < 300) return { ok: true, statusCode, responseTimeMs: elapsed(), responseBody };
       return { ok: false, statusCode, responseTimeMs: elapsed(), responseBody, errorClass: 'http_status', errorMessage: `Endpoint answered HTTP ${statusCode}` };
     } catch (err) {
@@ -201,6 +204,14 @@ export function post(agent: Agent, url: URL, headers: Record<string, string>, bo
       },
     });
   });
+}
+
+function withDeadline<T>(work: Promise<T>, ms: number): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const expired = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new AttemptTimeoutError(`No response within ${ms} ms`)), ms);
+  });
+  return Promise.race([work, expired]).finally(() => clearTimeout(timer));
 }
 
 const TLS_CODES = /CERT|SSL|TLS|SELF_SIGNED|UNABLE_TO_(GET|VERIFY)|HOSTNAME|ERR_TLS/i;
