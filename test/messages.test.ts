@@ -101,6 +101,23 @@ describe.skipIf(!hasPostgres)('messages: POST /messages/template', () => {
     expect(await sendsTo(to)).toHaveLength(1);
   });
 
+  it('a template approved under another business account is 404: after reconnecting to a new WABA until reconnected to its own', async () => {
+    const tenant = await createConnectedTenant(t.app);
+    const template = await createApprovedTemplate(t.app, tenant);
+    const connect = async (wabaId: string) => {
+      const res = await t.app.inject({ method: 'PUT', url: `/admin/v1/tenants/${tenant.id}/business-account`, headers: adminHeaders,
+        payload: { waba_id: wabaId, phone_number_id: tenant.phoneNumberId, access_token: 'sandbox-token' } });
+      expect(res.statusCode).toBe(200);
+    };
+    const send = () => call(t.app, tenant, 'POST', '/messages/template', { to: uniquePhone(), template_name: template.template_name, components: bodyParams('a', 'b') });
+    await connect(`9${tenant.wabaId}`);
+    const refused = await send();
+    expect(refused.statusCode).toBe(404);
+    expect(refused.json().error.message).toMatch(/not found or not approved/);
+    await connect(tenant.wabaId);
+    expect((await send()).statusCode).toBe(200);
+  });
+
   it('fewer (or more) parameters than placeholders is 400 before any upstream call', async () => {
     const tenant = await createConnectedTenant(t.app);
     const template = await createApprovedTemplate(t.app, tenant);
@@ -227,7 +244,7 @@ describe.skipIf(!hasPostgres)('messages: upstream timeout and 5xx', () => {
       // Approve a template directly: this upstream cannot review.
       const created = (await call(t.app, tenant, 'POST', '/templates', { template_name: uniqueTemplateName(), language: 'en', category: 'UTILITY', components: [{ type: 'BODY', text: 'Hi {{1}}' }] })).json();
       expect((await call(t.app, tenant, 'POST', `/templates/${created.id}/submit`)).statusCode).toBe(502);
-      await t.deps.db.updateTable('templates').set({ status: 'approved' }).where('id', '=', created.id).execute();
+      await t.deps.db.updateTable('templates').set({ status: 'approved', waba_id: tenant.wabaId }).where('id', '=', created.id).execute();
       const res = await call(t.app, tenant, 'POST', '/messages/template', { to: uniquePhone(), template_name: created.template_name, components: bodyParams('a') });
       expect(res.statusCode).toBe(502);
       expect(res.json().error.code).toBe('UPSTREAM_ERROR');

@@ -165,6 +165,8 @@ export interface TemplatesTable {
   status: string;
   components: ColumnType<unknown[], string, string>;
   upstream_id: string | null;
+  /** The business account the template was submitted to (null for drafts). */
+  waba_id: string | null;
   rejected_reason: string | null;
   submitted_at: Timestamp | null;
   last_polled_at: Timestamp | null;

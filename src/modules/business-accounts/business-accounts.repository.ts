@@ -51,8 +51,8 @@ export interface SendPrerequisites {
 
 /**
  * The send path's prerequisites, for many sends in one query (the send path's read batcher): each
- * tenant's active account and, when it has one, the approved template with this name and exact
- * language. Raw SQL: the query builder's per-call compile cost shows in profiles.
+ * tenant's active account and, when it has one, the template with this name and exact language
+ * approved under that account. Raw SQL: the query builder's per-call compile cost shows in profiles.
  */
 export async function findAccountsAndApprovedTemplates(db: Queryable, keys: { tenantId: string; templateName: string; language: string }[]): Promise<SendPrerequisites[]> {
   const values = sql.join(keys.map((k, i) => sql`(${i}::int, ${k.tenantId}::uuid, ${k.templateName}::text, ${k.language}::text)`));
@@ -60,7 +60,8 @@ export async function findAccountsAndApprovedTemplates(db: Queryable, keys: { te
     SELECT v.k, ba.tenant_id, ba.waba_id, ba.phone_number_id, ba.access_token_enc, t.id AS template_id, t.template_name, t.components
     FROM (VALUES ${values}) AS v(k, tenant_id, name, language)
     JOIN business_accounts ba ON ba.tenant_id = v.tenant_id AND ba.status = 'active'
-    LEFT JOIN templates t ON t.tenant_id = ba.tenant_id AND t.template_name = v.name AND t.language = v.language AND t.status = 'approved'`.execute(db);
+    LEFT JOIN templates t ON t.tenant_id = ba.tenant_id AND t.template_name = v.name AND t.language = v.language AND t.status = 'approved'
+      AND t.waba_id = ba.waba_id`.execute(db);
   const byKey = new Map(rows.map((r) => [r.k, r]));
   return keys.map((_, i) => {
     const row = byKey.get(i);

@@ -45,9 +45,9 @@ export const templatesRepository = {
   },
 
   /** draft -> submitted; conditional so a concurrent submit cannot win twice. */
-  async markSubmitted(db: Queryable, tenantId: string, id: string, upstreamId: string, status: TemplateStatus, category: string | null): Promise<TemplateRow | undefined> {
+  async markSubmitted(db: Queryable, tenantId: string, id: string, submitted: { upstreamId: string; wabaId: string }, status: TemplateStatus, category: string | null): Promise<TemplateRow | undefined> {
     return db.updateTable('templates')
-      .set({ status, upstream_id: upstreamId, submitted_at: new Date(), updated_at: new Date(), ...(category ? { category } : {}) })
+      .set({ status, upstream_id: submitted.upstreamId, waba_id: submitted.wabaId, submitted_at: new Date(), updated_at: new Date(), ...(category ? { category } : {}) })
       .where('tenant_id', '=', tenantId).where('id', '=', id).where('status', '=', 'draft')
       .returningAll().executeTakeFirst();
   },

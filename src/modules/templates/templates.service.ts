@@ -94,7 +94,7 @@ export class TemplatesService {
     }
     // The upstream may answer with a final status at once, and may reassign the category.
     const status = mapUpstreamTemplateStatus(outcome.value.status) ?? 'pending';
-    const updated = await repo.markSubmitted(this.db, tenantId, id, outcome.value.id, status === 'approved' || status === 'rejected' ? status : 'pending',
+    const updated = await repo.markSubmitted(this.db, tenantId, id, { upstreamId: outcome.value.id, wabaId: account.wabaId }, status === 'approved' || status === 'rejected' ? status : 'pending',
       CATEGORY_SET.has(outcome.value.category) ? outcome.value.category : null);
     if (!updated) throw new AppError('CONFLICT', 'The template was submitted concurrently; re-read it');
     return toTemplate(updated);
