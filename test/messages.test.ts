@@ -161,6 +161,22 @@ describe.skipIf(!hasPostgres)('messages: POST /messages/template', () => {
     ] });
     expect(missing.statusCode).toBe(400);
     expect(missing.json().error.message).toMatch(/URL button 1/);
+
+    // `index` is optional: a button component without it fills the one button it can fill.
+    const to2 = uniquePhone();
+    const inferred = await call(t.app, tenant, 'POST', '/messages/template', { to: to2, template_name: template.template_name, components: [
+      { type: 'header', parameters: [{ type: 'text', text: 'A-2' }] }, { type: 'body', parameters: [{ type: 'text', text: 'a' }, { type: 'text', text: 'b' }] },
+      { type: 'button', sub_type: 'url', parameters: [{ type: 'text', text: 'A-2' }] },
+    ] });
+    expect(inferred.statusCode).toBe(200);
+    expect((await sendsTo(to2))[0].components[2]).toEqual({ type: 'button', sub_type: 'url', index: '1', parameters: [{ type: 'text', text: 'A-2' }] });
+    // Without sub_type both buttons could take parameters: then index is required.
+    const ambiguous = await call(t.app, tenant, 'POST', '/messages/template', { to: to2, template_name: template.template_name, components: [
+      { type: 'header', parameters: [{ type: 'text', text: 'A-2' }] }, { type: 'body', parameters: [{ type: 'text', text: 'a' }, { type: 'text', text: 'b' }] },
+      { type: 'button', parameters: [{ type: 'text', text: 'A-2' }] },
+    ] });
+    expect(ambiguous.statusCode).toBe(400);
+    expect(ambiguous.json().error.details).toContainEqual({ type: 'missing', loc: ['body', 'components', 2, 'index'], msg: 'index is required: 2 template buttons could take these parameters', input: null });
   });
 
   it('an upstream rejection is 502 (stored as failed); a per-recipient failure is 200 then message.failed', async () => {

@@ -131,7 +131,21 @@ export function buildSendComponents(plan: PlaceholderPlan, requested: RequestCom
       checkAll(BODY_TYPES, 1024);
       components.push({ type: 'body', parameters: params });
     } else if (type === 'button') {
-      const index = typeof component.index === 'number' ? component.index : /^\d+$/.test(String(component.index ?? '')) ? Number(component.index) : NaN;
+      let index: number;
+      if (component.index === undefined) {
+        // `index` is optional (spec 4.4): it can be left out when one button is the only one this can fill.
+        const wanted = component.sub_type === undefined ? null : String(component.sub_type).toLowerCase();
+        const candidates = plan.buttons.filter((b) => (b.type === 'url' ? b.variables > 0 : b.type === 'quick_reply')
+          && (wanted === null || b.type === wanted) && !filledButtons.has(b.index));
+        if (candidates.length !== 1) {
+          return void issues.push({ type: 'missing', loc: [...loc, 'index'], input: null, msg: candidates.length === 0
+            ? 'no template button takes these parameters'
+            : `index is required: ${plural(candidates.length, 'template button')} could take these parameters` });
+        }
+        index = candidates[0].index;
+      } else {
+        index = typeof component.index === 'number' ? component.index : /^\d+$/.test(String(component.index)) ? Number(component.index) : NaN;
+      }
       const button = plan.buttons.find((b) => b.index === index);
       if (!button) return void issues.push({ type: 'value_error', loc: [...loc, 'index'], msg: `index must be the 0-based position of a template button (the template has ${plural(plan.buttons.length, 'button')})`, input: component.index ?? null });
       if (filledButtons.has(index)) return void issues.push({ type: 'duplicate', loc: [...loc, 'index'], msg: `button ${index} is targeted twice`, input: index });
