@@ -99,7 +99,7 @@ for (const backend of backends) {
       expect(remaining).toEqual(Array.from({ length: 120 }, (_, i) => i));
     });
 
-    it('401 and 403 answers do not consume budget; 400 and 404 do', async () => {
+    it('401 and 403 answers do not consume budget (a 403 still shows it); 400 and 404 do', async () => {
       await awayFromMinuteEdge();
       const tenant = await createTenant(t.app, { plan: 'starter' });
       const readOnly = await createKey(t.app, tenant.id, { preset: 'read_only' });
@@ -110,8 +110,10 @@ for (const backend of backends) {
       for (let i = 0; i < 4; i++) {
         const forbidden = await call(t.app, readOnly, 'POST', '/contacts', { first_name: 'A', phone: uniquePhone() });
         expect(forbidden.statusCode).toBe(403);
-        expect(header(forbidden, 'x-ratelimit-remaining-minute')).toBeUndefined();
-        expect((await call(t.app, fenced, 'GET', '/contacts')).statusCode).toBe(403);
+        expect(remainingMinute(forbidden)).toBe(5); // shown, not spent
+        const fencedRes = await call(t.app, fenced, 'GET', '/contacts');
+        expect(fencedRes.statusCode).toBe(403);
+        expect(remainingMinute(fencedRes)).toBe(5);
         const expiredRes = await call(t.app, expired, 'GET', '/contacts');
         expect(expiredRes.statusCode).toBe(401);
         expect(header(expiredRes, 'x-ratelimit-remaining-minute')).toBeUndefined();
@@ -132,7 +134,8 @@ for (const backend of backends) {
       for (let i = 0; i < 7; i++) {
         const res = await call(t.app, tenant, 'GET', '/contacts');
         expect(res.statusCode).toBe(403);
-        expect(header(res, 'x-ratelimit-limit-minute')).toBeUndefined();
+        expect(header(res, 'x-ratelimit-limit-minute')).toBe('5');
+        expect(remainingMinute(res)).toBe(5);
       }
       await t.app.inject({ method: 'PATCH', url: `/admin/v1/tenants/${tenant.id}`, headers: adminHeaders, payload: { plan: 'starter' } });
       const res = await call(t.app, tenant, 'GET', '/contacts');
@@ -154,6 +157,7 @@ for (const backend of backends) {
         const replay = await call(t.app, tenant, 'POST', '/contacts', body, { 'idempotency-key': key });
         expect(replay.statusCode).toBe(201);
         expect(replay.headers['idempotent-replayed']).toBe('true');
+        expect(remainingMinute(replay)).toBe(4); // shown, not spent
       }
       expect(remainingMinute(await call(t.app, tenant, 'GET', '/contacts'))).toBe(3);
       for (let i = 0; i < 3; i++) await call(t.app, tenant, 'GET', '/contacts');
@@ -161,6 +165,7 @@ for (const backend of backends) {
       const replay = await call(t.app, tenant, 'POST', '/contacts', body, { 'idempotency-key': key });
       expect(replay.statusCode).toBe(201);
       expect(replay.body).toBe(first.body);
+      expect(remainingMinute(replay)).toBe(0);
     });
 
     it('a 429 does not spend an Idempotency-Key: the same key runs once the window allows', async () => {

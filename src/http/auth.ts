@@ -16,7 +16,7 @@ export interface AuthContext {
   apiRequestsDaily: number;
 }
 
-interface KeyRecord {
+export interface KeyRecord {
   auth: AuthContext;
   expiresAt: Date | null;
   revoked: boolean;
@@ -41,7 +41,8 @@ export class ApiKeyAuthenticator {
     this.cache.clear();
   }
 
-  async authenticate(request: FastifyRequest, requiredScopes: string[], feature: Feature | undefined): Promise<AuthContext> {
+  /** Who is calling: the key's tenant and grants, or a 401. */
+  async identify(request: FastifyRequest): Promise<KeyRecord> {
     const header = request.headers.authorization;
     const match = typeof header === 'string' ? /^Bearer +(\S+)\s*$/i.exec(header) : null;
     if (!match) throw unauthenticated('Not authenticated');
@@ -52,6 +53,11 @@ export class ApiKeyAuthenticator {
     if (!record || record.revoked) throw unauthenticated('Invalid or revoked API key');
     if (record.expiresAt && record.expiresAt.getTime() <= Date.now()) throw unauthenticated('API key has expired');
     if (record.tenantDeleted) throw unauthenticated('Tenant not found');
+    return record;
+  }
+
+  /** Whether this key may make this request: the IP allowlist, the plan and the scopes, or a 403. */
+  authorize(request: FastifyRequest, record: KeyRecord, requiredScopes: string[], feature: Feature | undefined): AuthContext {
     if (!ipAllowed(record.allowlist, request.ip)) {
       throw new AppError('FORBIDDEN', 'Request IP not in allowlist (not recoverable by retry)');
     }

@@ -4,7 +4,7 @@ import type { ApiKeyAuthenticator, AuthContext } from './auth.ts';
 import { AppError } from './errors.ts';
 import { handleError, sendError } from './error-handler.ts';
 import { IdempotencyStore, shouldKeepResponse } from './idempotency.ts';
-import { checkRateLimit, rateLimitHeaders, type RateCounter } from './rate-limit.ts';
+import { checkRateLimit, currentRateLimit, rateLimitHeaders, type RateCounter } from './rate-limit.ts';
 import { assertStorableText } from './storable-text.ts';
 
 declare module 'fastify' {
@@ -25,6 +25,8 @@ declare module 'fastify' {
   }
   interface FastifyRequest {
     auth: AuthContext;
+    /** The key's tenant once identified, also when the request is then refused (403). */
+    caller?: AuthContext;
     idempotencyKey?: string;
     /** Set once the request has been counted against the tenant's windows (never twice). */
     rateCounted: boolean;
@@ -50,14 +52,16 @@ export function installPublicApiHooks(app: FastifyInstance, deps: PublicApiDeps)
 
   app.addHook('onRequest', async (request) => {
     const config = request.routeOptions.config;
-    request.auth = await deps.authenticator.authenticate(request, config.scopes ?? [], config.feature);
+    const record = await deps.authenticator.identify(request);
+    request.caller = record.auth;
+    request.auth = deps.authenticator.authorize(request, record, config.scopes ?? [], config.feature);
   });
 
   app.decorateRequest('rateCounted', false);
 
   app.addHook('preValidation', async (request, reply) => {
     await request.routeOptions.config.readBody?.(request);
-    if (request.routeOptions.config.idempotent && (await replayIdempotent(request, reply, deps.idempotency))) return reply;
+    if (request.routeOptions.config.idempotent && (await replayIdempotent(request, reply, deps))) return reply;
     if (await countRequest(request, reply, deps)) return reply;
   });
 
@@ -68,8 +72,10 @@ export function installPublicApiHooks(app: FastifyInstance, deps: PublicApiDeps)
 
   // An authenticated request that fails before preValidation (malformed JSON, body too large,
   // unsupported type) or in it (Idempotency-Key conflict) is a 4xx that still counts.
+  // A 403 spends no budget but, like every response of a known tenant, shows where it stands.
   app.setErrorHandler(async (error, request, reply) => {
     if (request.auth && !request.rateCounted && (await countRequest(request, reply, deps))) return reply;
+    if (!request.auth && request.caller) await showRateLimit(request.caller, reply, deps);
     return handleError(error as Parameters<typeof handleError>[0], request, reply);
   });
 
@@ -108,7 +114,14 @@ async function countRequest(request: FastifyRequest, reply: FastifyReply, deps: 
   return true;
 }
 
-async function replayIdempotent(request: FastifyRequest, reply: FastifyReply, store: IdempotencyStore): Promise<boolean> {
+/** Rate-limit headers without counting the request (headers omitted if the counter does not answer). */
+async function showRateLimit(caller: AuthContext, reply: FastifyReply, deps: PublicApiDeps): Promise<void> {
+  const result = await currentRateLimit(deps.rateCounter, caller.tenantId, deps.rateLimitPerMinute, caller.apiRequestsDaily);
+  if (result) reply.headers(rateLimitHeaders(result));
+}
+
+async function replayIdempotent(request: FastifyRequest, reply: FastifyReply, deps: PublicApiDeps): Promise<boolean> {
+  const store = deps.idempotency;
   const header = request.headers['idempotency-key'];
   if (header === undefined) return false;
   const key = Array.isArray(header) ? header[0] : header;
@@ -122,6 +135,8 @@ async function replayIdempotent(request: FastifyRequest, reply: FastifyReply, st
     request.idempotencyKey = key;
     return false;
   }
+  // A replay is free: it shows the current counts without adding to them.
+  await showRateLimit(request.auth, reply, deps);
   reply.code(claim.status).headers(claim.headers).header('idempotent-replayed', 'true').send(claim.body);
   return true;
 }

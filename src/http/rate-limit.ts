@@ -12,9 +12,16 @@ export interface RateLimitResult {
   retryAfter: number;
 }
 
-/** Counts one request in both fixed windows; resolves null when the counter backend is unavailable. */
+export interface WindowCounts {
+  minute: number;
+  day: number;
+}
+
 export interface RateCounter {
-  hit(tenantId: string, minuteLimit: number): Promise<{ minute: number; day: number } | null>;
+  /** Counts one request in both fixed windows; resolves null when the counter backend is unavailable. */
+  hit(tenantId: string, minuteLimit: number): Promise<WindowCounts | null>;
+  /** The current counts without counting (for responses that do not consume budget). */
+  peek(tenantId: string): Promise<WindowCounts | null>;
 }
 
 const MINUTE_MS = 60_000;
@@ -32,7 +39,16 @@ export function windowsAt(now: number) {
  */
 export async function checkRateLimit(counter: RateCounter, tenantId: string, minuteLimit: number, dayLimit: number, now = Date.now()): Promise<RateLimitResult | null> {
   const counts = await counter.hit(tenantId, minuteLimit);
-  if (!counts) return null;
+  return counts && limitsFor(counts, minuteLimit, dayLimit, now);
+}
+
+/** The headers' figures for a response that spends nothing (a 403, an idempotent replay). */
+export async function currentRateLimit(counter: RateCounter, tenantId: string, minuteLimit: number, dayLimit: number, now = Date.now()): Promise<RateLimitResult | null> {
+  const counts = await counter.peek(tenantId);
+  return counts && limitsFor(counts, minuteLimit, dayLimit, now);
+}
+
+function limitsFor(counts: WindowCounts, minuteLimit: number, dayLimit: number, now: number): RateLimitResult {
   const w = windowsAt(now);
   const unlimitedDay = dayLimit < 0;
   const minuteRemaining = Math.max(0, minuteLimit - counts.minute);
@@ -129,6 +145,18 @@ export class RedisRateCounter implements RateCounter {
     }
   }
 
+  async peek(tenantId: string) {
+    if (this.suspended) return null;
+    const w = windowsAt(Date.now());
+    try {
+      const values = await withDeadline(this.redis.mget(`rl:${tenantId}:m:${w.minute}`, `rl:${tenantId}:d:${w.day}`), this.deadlineMs);
+      if (values === TIMED_OUT) return null; // headers are omitted; nothing was counted, so nothing is lost
+      return { minute: Number(values[0] ?? 0), day: Number(values[1] ?? 0) };
+    } catch {
+      return null;
+    }
+  }
+
   /** One shared liveness check for all requests that passed their deadline at the same time. */
   private connectionAlive(): Promise<unknown> {
     this.liveness ??= withDeadline(this.redis.ping(), this.livenessMs).finally(() => { this.liveness = null; });
@@ -151,6 +179,12 @@ export class RedisRateCounter implements RateCounter {
 
 export class MemoryRateCounter implements RateCounter {
   private counters = new Map<string, { minuteWindow: number; minute: number; dayWindow: number; day: number }>();
+
+  async peek(tenantId: string) {
+    const w = windowsAt(Date.now());
+    const c = this.counters.get(tenantId);
+    return { minute: c?.minuteWindow === w.minute ? c.minute : 0, day: c?.dayWindow === w.day ? c.day : 0 };
+  }
 
   async hit(tenantId: string, minuteLimit: number) {
     const w = windowsAt(Date.now());
