@@ -33,7 +33,6 @@ export const ApiKey = Type.Object({
   expires_at: Nullable(Type.String()),
   ip_allowlist: Type.Array(Type.String()),
   created_at: Type.String(),
-  revoked_at: Nullable(Type.String()),
 });
 export type ApiKey = Static<typeof ApiKey>;
 export const CreatedApiKey = Type.Object({ ...ApiKey.properties, key: Type.String() });

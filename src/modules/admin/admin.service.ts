@@ -20,7 +20,7 @@ function toTenant(row: Selectable<TenantsTable>): Tenant {
 function toApiKey(row: Selectable<ApiKeysTable>): ApiKey {
   return {
     id: row.id, name: row.name, prefix: row.prefix, scopes: row.scopes, mode: row.mode, expires_at: isoOrNull(row.expires_at),
-    ip_allowlist: row.ip_allowlist, created_at: row.created_at.toISOString(), revoked_at: isoOrNull(row.revoked_at),
+    ip_allowlist: row.ip_allowlist, created_at: row.created_at.toISOString(),
   };
 }
 
@@ -106,7 +106,8 @@ export class AdminService {
 
   async listApiKeys(tenantId: string): Promise<{ data: ApiKey[] }> {
     await this.liveTenant(tenantId);
-    const rows = await this.db.selectFrom('api_keys').selectAll().where('tenant_id', '=', tenantId).orderBy('created_at').execute();
+    // A revoked key is gone from the list, as after any DELETE (its row stays for the record).
+    const rows = await this.db.selectFrom('api_keys').selectAll().where('tenant_id', '=', tenantId).where('revoked_at', 'is', null).orderBy('created_at').execute();
     return { data: rows.map(toApiKey) };
   }
 
