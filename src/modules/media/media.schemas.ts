@@ -1,9 +1,9 @@
 import { Type, type Static } from 'typebox';
 import { PageOf } from '../../http/pagination.ts';
 
+/** ARCHITECTURE §4: exactly { id, filename, mime_type, size_bytes, sha256, created_at }. */
 export const Media = Type.Object({
   id: Type.String(),
-  type: Type.String(),
   filename: Type.String(),
   mime_type: Type.String(),
   size_bytes: Type.Integer(),

@@ -12,7 +12,7 @@ import { bareMime, contentMatches, MAX_MEDIA_BYTES, MEDIA_RULES, MEDIA_TYPES, ty
 
 export function toMedia(row: MediaRow): Media {
   return {
-    id: row.id, type: row.media_type, filename: row.filename, mime_type: row.mime_type, size_bytes: Number(row.size_bytes),
+    id: row.id, filename: row.filename, mime_type: row.mime_type, size_bytes: Number(row.size_bytes),
     sha256: row.sha256, created_at: row.created_at.toISOString(),
   };
 }
