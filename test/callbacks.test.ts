@@ -64,7 +64,8 @@ describe.skipIf(!hasPostgres)('upstream callbacks: /upstream/webhook', () => {
     expect(row.status).toBe('read');
     expect(row.read_at?.toISOString()).toBe(new Date(1_700_000_003_000).toISOString());
     const read = (await eventsOf(t.deps, m.tenant.id, 'message.read'))[0];
-    expect(read.data).toMatchObject({ message_id: m.wamid, to: m.to, status: 'read', timestamp: new Date(1_700_000_003_000).toISOString(), template_name: m.template.template_name, campaign_id: null });
+    expect(read.data).toEqual({ message_id: m.wamid, to: m.to, status: 'read', timestamp: new Date(1_700_000_003_000).toISOString(), read_at: new Date(1_700_000_003_000).toISOString(),
+      contact_id: null, template_name: m.template.template_name, campaign_id: null });
   });
 
   it('failed is final and carries the numeric error code; several statuses in one batch each emit', async () => {

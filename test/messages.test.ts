@@ -46,8 +46,10 @@ describe.skipIf(!hasPostgres)('messages: POST /messages/template', () => {
     expect(types).toContain('contact.communication_added');
     const readEvent = read.find((e) => e.type === 'message.read')!;
     expect(readEvent.data).toEqual({
-      message_id: sent.message_id, to: phone, status: 'read', timestamp: expect.any(String), contact_id: contact.id, campaign_id: null, template_name: template.template_name,
+      message_id: sent.message_id, to: phone, status: 'read', timestamp: expect.any(String), read_at: expect.any(String), contact_id: contact.id, campaign_id: null, template_name: template.template_name,
     });
+    const delivered = read.find((e) => e.type === 'message.delivered')!.data as Record<string, unknown>;
+    expect(delivered.delivered_at).toBe(delivered.timestamp); // the spec's delivered-message example
     const final = await t.deps.db.selectFrom('messages').selectAll().where('id', '=', row.id).executeTakeFirstOrThrow();
     expect(final.status).toBe('read');
     expect(final.sent_at && final.read_at).toBeTruthy();

@@ -116,12 +116,15 @@ export async function applyMessageStatuses(tx: Tx, tenantId: string, updates: St
   return { applied, unknown };
 }
 
+/** ARCHITECTURE §4's message.* data, plus the status's own timestamp by name (the spec's `delivered_at` example). */
 export function statusEventData(a: AppliedStatus) {
+  const at = a.timestamp.toISOString();
   return {
     message_id: a.upstreamMessageId,
     to: a.to,
     status: a.status,
-    timestamp: a.timestamp.toISOString(),
+    timestamp: at,
+    [`${a.status}_at`]: at,
     contact_id: a.contactId,
     campaign_id: a.campaignId,
     template_name: a.templateName,
