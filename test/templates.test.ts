@@ -1,3 +1,5 @@
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { adminHeaders, call, createTenant, eventually, hasPostgres } from './helpers/app.ts';
 import { templatesRepository } from '../src/modules/templates/templates.repository.ts';
@@ -223,5 +225,27 @@ describe.skipIf(!hasPostgres)('templates: request shapes', () => {
     const malformed = await t.app.inject({ method: 'POST', url: '/api/v1/public/templates', headers: { ...tenant.headers, 'content-type': 'application/json' }, payload: '{"template_name":' });
     expect(malformed.statusCode).toBe(400);
     expect(malformed.json().error.code).toBe('VALIDATION_ERROR');
+  });
+
+  it('submit answers pending even when the upstream decides at once; the decision arrives through the status sync', async () => {
+    // An upstream that approves on creation (real Meta does so for some utility templates).
+    const server = createServer((req, res) => {
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.end(req.method === 'POST' ? '{"id":"991","status":"APPROVED","category":"UTILITY"}' : '{"id":"991","name":"x","language":"en_US","status":"APPROVED","category":"UTILITY","components":[]}');
+    });
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()));
+    const instant = await startUpstreamApp({ UPSTREAM_BASE_URL: `http://127.0.0.1:${(server.address() as AddressInfo).port}/v21.0`, TEMPLATE_POLL_INTERVAL_MS: '0' });
+    try {
+      const tenant = await createConnectedTenant(instant.app);
+      const created = (await call(instant.app, tenant, 'POST', '/templates', { template_name: uniqueTemplateName(), language: 'en_US', category: 'UTILITY', components: BODY_TWO_VARS })).json();
+      const submitted = await call(instant.app, tenant, 'POST', `/templates/${created.id}/submit`);
+      expect(submitted.statusCode).toBe(200);
+      expect(submitted.json().status).toBe('pending');
+      await instant.deps.templateSync.pollOnce();
+      expect((await call(instant.app, tenant, 'GET', `/templates/${created.id}`)).json().status).toBe('approved');
+    } finally {
+      await instant.close();
+      server.close();
+    }
   });
 });

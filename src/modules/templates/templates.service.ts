@@ -92,9 +92,10 @@ export class TemplatesService {
       this.logger?.warn({ tenant_id: tenantId, template_id: id, outcome: outcome.kind }, 'template submission failed upstream');
       throw submissionFailure(outcome);
     }
-    // The upstream may answer with a final status at once, and may reassign the category.
-    const status = mapUpstreamTemplateStatus(outcome.value.status) ?? 'pending';
-    const updated = await repo.markSubmitted(this.db, tenantId, id, { upstreamId: outcome.value.id, wabaId: account.wabaId }, status === 'approved' || status === 'rejected' ? status : 'pending',
+    // Always pending (spec 3.2: submit moves draft to pending; review decides later). Even when the
+    // upstream decides at once, its status callback (or the poller) brings that decision in.
+    // The upstream may reassign the category.
+    const updated = await repo.markSubmitted(this.db, tenantId, id, { upstreamId: outcome.value.id, wabaId: account.wabaId }, 'pending',
       CATEGORY_SET.has(outcome.value.category) ? outcome.value.category : null);
     if (!updated) throw new AppError('CONFLICT', 'The template was submitted concurrently; re-read it');
     return toTemplate(updated);
