@@ -7,8 +7,9 @@ export function workerLoops(deps: Deps): WorkerLoop[] {
   return [
     { name: 'idempotency-sweeper', intervalMs: 60_000, runOnce: () => deps.idempotency.sweepExpired() },
     ...(deps.config.webhookDeliveryEnabled ? [createWebhookDeliverer(deps).loop()] : []),
-    // Fallback for lost template-status callbacks; paced per template by TEMPLATE_POLL_INTERVAL_MS.
-    { name: 'template-status-poller', intervalMs: Math.max(1000, Math.min(deps.config.templatePollIntervalMs, 60_000)), runOnce: () => deps.templateSync.pollOnce() },
+    // Fallback for lost template-status callbacks. The loop looks every WORKER_POLL_MS (one probe of
+    // a partial index); each template is asked about at most once per TEMPLATE_POLL_INTERVAL_MS.
+    { name: 'template-status-poller', runOnce: () => deps.templateSync.pollOnce() },
   ];
 }
 

@@ -2,7 +2,10 @@ import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { adminHeaders, call, createTenant, eventually, hasPostgres } from './helpers/app.ts';
+import pino from 'pino';
 import { templatesRepository } from '../src/modules/templates/templates.repository.ts';
+import { workerLoops } from '../src/worker.ts';
+import { startLoops } from '../src/workers/loop.ts';
 import {
   BODY_TWO_VARS, createApprovedTemplate, createConnectedTenant, postCallback, sandboxControl, startUpstreamApp, uniqueTemplateName, type UpstreamTestApp,
 } from './helpers/upstream.ts';
@@ -169,10 +172,13 @@ describe.skipIf(!hasPostgres)('templates', () => {
       const tenant = await createConnectedTenant(t.app);
       const template = (await call(t.app, tenant, 'POST', '/templates', draft())).json();
       await call(t.app, tenant, 'POST', `/templates/${template.id}/submit`);
-      await eventually(async () => {
-        await t.deps.templateSync.pollOnce();
-        return (await call(t.app, tenant, 'GET', `/templates/${template.id}`)).statusCode === 200;
-      });
+      // The worker role's own loop, idle-polling every WORKER_POLL_MS.
+      const poller = startLoops(workerLoops(t.deps).filter((l) => l.name === 'template-status-poller'), 50, pino({ level: 'silent' }));
+      try {
+        await eventually(async () => (await call(t.app, tenant, 'GET', `/templates/${template.id}`)).statusCode === 200, 5_000);
+      } finally {
+        await poller.stop();
+      }
     } finally {
       await sandboxControl(t.sandbox!, 'PUT', '/__sandbox/config', { callbacks: true });
     }
