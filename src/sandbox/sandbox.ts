@@ -111,35 +111,37 @@ export async function createSandbox(options: SandboxOptions): Promise<Sandbox> {
     const handler = CONTROL_ROUTES_WITH_BODY[route];
     if (!handler) return { status: 404, body: { error: { message: `no sandbox control route ${route}` } } };
     const raw = await readBody(req, JSON_LIMIT);
+    if (!raw) return { status: 413, body: { error: { message: 'body too large' } } };
     let body: unknown;
     try { body = raw && raw.length > 0 ? JSON.parse(raw.toString('utf8')) : {}; } catch { return { status: 400, body: { error: { message: 'body is not valid JSON' } } }; }
     return handler(state, body);
   }
 
-  async function graphRoute(req: IncomingMessage, path: string, query: URLSearchParams): Promise<Reply> {
+  /** Reads what the Graph route needs from the request; the returned step does the work. */
+  async function graphRoute(req: IncomingMessage, path: string, query: URLSearchParams): Promise<() => Reply | Promise<Reply>> {
     const parts = path.split('/');
     if (parts.length < 3 || parts.length > 4 || !VERSION.test(parts[1]) || parts[2] === '') {
-      return graphError(2500, { title: `Unknown path components: ${path}` });
+      return () => graphError(2500, { title: `Unknown path components: ${path}` });
     }
     const auth = req.headers.authorization;
-    if (!auth || !/^Bearer\s+\S+/i.test(auth)) return missingTokenError();
+    if (!auth || !/^Bearer\s+\S+/i.test(auth)) return missingTokenError;
     let id: string;
-    try { id = decodeURIComponent(parts[2]); } catch { return graphError(2500, { title: `Unknown path components: ${path}` }); }
+    try { id = decodeURIComponent(parts[2]); } catch { return () => graphError(2500, { title: `Unknown path components: ${path}` }); }
     const edge = parts[3];
     const route = `${req.method} ${edge ?? ''}`;
-    if (route === 'GET ') return graph.getObject(id);
-    if (route === 'GET message_templates') return graph.listTemplates(id, query, `http://${req.headers.host ?? '127.0.0.1'}${req.url}`);
+    if (route === 'GET ') return () => graph.getObject(id);
+    if (route === 'GET message_templates') return () => graph.listTemplates(id, query, `http://${req.headers.host ?? '127.0.0.1'}${req.url}`);
     if (route === 'POST messages' || route === 'POST message_templates') {
       const raw = await readBody(req, JSON_LIMIT);
-      if (!raw) return graphError(100, { details: 'Request body too large.' });
-      return edge === 'messages' ? graph.send(id, raw) : graph.createTemplate(id, raw);
+      if (!raw) return () => graphError(100, { details: 'Request body too large.' });
+      return edge === 'messages' ? () => graph.send(id, raw) : () => graph.createTemplate(id, raw);
     }
     if (route === 'POST media') {
       const raw = await readBody(req, MEDIA_LIMIT);
-      if (!raw) return graphError(131053, { details: 'The file is larger than the sandbox accepts.' });
-      return graph.uploadMedia(id, req.headers['content-type'], raw);
+      if (!raw) return () => graphError(131053, { details: 'The file is larger than the sandbox accepts.' });
+      return () => graph.uploadMedia(id, req.headers['content-type'], raw);
     }
-    return graphError(2500, { title: `Unknown path components: /${edge ?? ''}` });
+    return () => graphError(2500, { title: `Unknown path components: /${edge ?? ''}` });
   }
 
   async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
@@ -151,16 +153,21 @@ export async function createSandbox(options: SandboxOptions): Promise<Sandbox> {
       write(res, await control(req, path, query));
       return;
     }
-    const reply = await graphRoute(req, path, query);
+    const work = await graphRoute(req, path, query);
+    // A slow upstream is slow before it answers: the request is read at once (a client that gives
+    // up still leaves it behind), but taken (its statuses queued) only after the delay, so
+    // callbacks still follow the response as on the real platform.
     const latency = state.config.latency_ms;
-    if (latency > 0) setTimeout(() => write(res, reply), latency);
-    else write(res, reply);
+    if (latency > 0) await new Promise((resolve) => setTimeout(resolve, latency));
+    write(res, await work());
   }
 
   const server = createServer({ keepAliveTimeout: 65_000 }, (req, res) => {
     handle(req, res).catch((err) => {
       logger.error({ err }, 'sandbox request failed');
-      if (!res.headersSent) write(res, graphError(1, { details: 'sandbox internal error' }));
+      // The sandbox has nothing to fail but the request itself (a value of an unexpected type):
+      // Meta answers such requests with 100, a request error that retrying does not fix.
+      if (!res.headersSent) write(res, graphError(100, { details: 'A parameter has an unexpected type or value.' }));
     });
   });
   await new Promise<void>((resolve, reject) => {

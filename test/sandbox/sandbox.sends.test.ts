@@ -192,12 +192,26 @@ describe('sandbox: sends and status callbacks', () => {
     expect((await http('POST', `${sandbox.baseUrl}/${uniqueId()}/messages`, { messaging_product: 'whatsapp', to: uniquePhone(), type: 'text', text: { body: 'hi' } })).status).toBe(200);
   });
 
-  it('delays every Graph response by latency_ms', async () => {
+  it('delays every Graph response by latency_ms, taking the send only then (so its callbacks follow the response)', async () => {
     await http('PUT', `${sandbox.url}/__sandbox/config`, { latency_ms: 150 });
     const started = Date.now();
-    const res = await send(templateSend(uniquePhone(), template.name));
+    const to = uniquePhone();
+    const res = await send(templateSend(to, template.name));
     expect(res.status).toBe(200);
     expect(Date.now() - started).toBeGreaterThanOrEqual(145);
+    const [logged] = (await http('GET', `${sandbox.url}/__sandbox/sends?to=${encodeURIComponent(to)}`)).body.data;
+    expect(new Date(logged.at).getTime() - started).toBeGreaterThanOrEqual(140);
+  });
+
+  it('answers a value of an unexpected type with a Meta request error (100), not an internal one', async () => {
+    const res = await send({ ...templateSend(uniquePhone(), template.name), type: { toString: 1 } });
+    expect(res.status).toBe(400);
+    expect(res.body.error).toMatchObject({ code: 100, type: 'OAuthException' });
+  });
+
+  it('refuses a control body over the size limit with 413', async () => {
+    const res = await http('PUT', `${sandbox.url}/__sandbox/config`, { review_ms: 10, padding: 'x'.repeat(2 * 1024 * 1024) });
+    expect(res.status).toBe(413);
   });
 
   it('sends no status callbacks while callbacks are off', async () => {
