@@ -376,9 +376,9 @@ describe.skipIf(!hasPostgres)('webhook delivery (real HTTPS receiver, real worke
     const { data: endpoint } = await endpointFor(tenant, path);
     for (let i = 0; i < 3; i++) await createContact(tenant);
     // One slot for the endpoint: two claimed rows wait behind a 600 ms hang, longer than this
-    // lease allows (900 ms lease - 600 ms attempt - 150 ms margin), so they must not start late.
+    // lease allows (1600 ms lease - 600 ms attempt - 500 ms margin), so they must not start late.
     const deliverer = new WebhookDeliverer(t.deps.db, t.deps.webhookSender, {
-      secretsKey: t.deps.config.secretsKey, retryDelaysMs: [60_000], leaseMs: 900, timeoutMs: 600, pollMs: 20,
+      secretsKey: t.deps.config.secretsKey, retryDelaysMs: [60_000], leaseMs: 1_600, timeoutMs: 600, pollMs: 20,
       concurrency: 8, endpointConcurrency: 1, retryConcurrency: 4,
     }, pino({ level: 'silent' }));
     const own = startLoops([deliverer.loop()], 20, pino({ level: 'silent' }));
@@ -390,6 +390,44 @@ describe.skipIf(!hasPostgres)('webhook delivery (real HTTPS receiver, real worke
     } finally {
       await own.stop();
       await call(t.app, tenant, 'DELETE', `/webhooks/${endpoint.id}`);
+    }
+  });
+
+  it('rows held back by hung endpoints do not stop claims for other endpoints', async () => {
+    await stopDeliverer();
+    const hungTenant = await createTenant(t.app);
+    const hung: string[] = [];
+    for (let i = 0; i < 2; i++) {
+      const path = freshPath('hung-cap');
+      receiver.behave(path, 'hang');
+      hung.push((await endpointFor(hungTenant, path)).data.id);
+    }
+    // Each hung endpoint: 2 attempts in flight (its cap) and 2 claimed rows waiting behind them;
+    // together the waiting rows are half of this worker's 8 slots.
+    const bulk = await call(t.app, hungTenant, 'POST', '/contacts/bulk', { contacts: Array.from({ length: 4 }, () => ({ first_name: 'Hung', phone: uniquePhone() })) });
+    expect(bulk.json().created).toBe(4);
+    const sender = new WebhookSender({ timeoutMs: 3_000, extraCaFile: t.config.webhookExtraCaFile, allowPrivateNetworks: true });
+    const deliverer = new WebhookDeliverer(t.deps.db, sender, {
+      secretsKey: t.deps.config.secretsKey, retryDelaysMs: [60_000], leaseMs: 60_000, timeoutMs: 3_000, pollMs: 20,
+      concurrency: 8, endpointConcurrency: 2, retryConcurrency: 4,
+    }, pino({ level: 'silent' }));
+    const own = startLoops([deliverer.loop()], 20, pino({ level: 'silent' }));
+    try {
+      await eventually(async () => {
+        const leased = await t.deps.db.selectFrom('webhook_deliveries').select('id').where('endpoint_id', 'in', hung).where('lease_until', 'is not', null).execute();
+        return leased.length === 8;
+      });
+      const freshTenant = await createTenant(t.app);
+      const path = freshPath('beside-hung');
+      await endpointFor(freshTenant, path);
+      const started = Date.now();
+      await createContact(freshTenant);
+      await eventually(async () => receiver.at(path).length === 1, 5_000, 10);
+      expect(Date.now() - started).toBeLessThan(1_500); // well before the hung attempts time out (3 s)
+    } finally {
+      await own.stop();
+      await sender.close();
+      for (const id of hung) await call(t.app, hungTenant, 'DELETE', `/webhooks/${id}`);
     }
   });
 
@@ -433,9 +471,11 @@ describe.skipIf(!hasPostgres)('webhook delivery (real HTTPS receiver, real worke
     receiver.behave(path, 'hang');
     const { data: endpoint } = await endpointFor(tenant, path);
     for (let i = 0; i < 2; i++) await createContact(tenant);
-    // One slot for the endpoint: one row hangs in flight, the other is claimed ahead and waits.
-    const deliverer = new WebhookDeliverer(t.deps.db, t.deps.webhookSender, {
-      secretsKey: t.deps.config.secretsKey, retryDelaysMs: [60_000], leaseMs: 60_000, timeoutMs: 600, pollMs: 20,
+    // One slot for the endpoint: one row hangs in flight (1.2 s, within the 2 s drain grace), the
+    // other is claimed ahead and waits.
+    const sender = new WebhookSender({ timeoutMs: 1_200, extraCaFile: t.config.webhookExtraCaFile, allowPrivateNetworks: true });
+    const deliverer = new WebhookDeliverer(t.deps.db, sender, {
+      secretsKey: t.deps.config.secretsKey, retryDelaysMs: [60_000], leaseMs: 60_000, timeoutMs: 1_200, pollMs: 20,
       concurrency: 8, endpointConcurrency: 1, retryConcurrency: 4,
     }, pino({ level: 'silent' }));
     const own = startLoops([deliverer.loop()], 20, pino({ level: 'silent' }));
@@ -443,6 +483,7 @@ describe.skipIf(!hasPostgres)('webhook delivery (real HTTPS receiver, real worke
       await eventually(async () => (await deliveriesOf(endpoint.id)).every((d) => d.lease_until !== null) && receiver.at(path).length === 1);
     } finally {
       await own.stop();
+      await sender.close();
     }
     const rows = await deliveriesOf(endpoint.id);
     // The hung attempt timed out within the drain grace and was recorded; the waiting row is free to claim now.

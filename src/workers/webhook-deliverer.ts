@@ -82,13 +82,14 @@ export class WebhookDeliverer {
     const { concurrency, endpointConcurrency, retryConcurrency, leaseMs } = this.options;
     this.fill();
     // Claim in batches, when half of the run-ahead is used up; and not while too many results wait
-    // to be recorded (the database is slow or down).
-    if (this.readyCount >= Math.ceil(concurrency / 2) || this.finished.length > 2 * concurrency) {
+    // to be recorded (the database is slow or down). Only rows that could start count as run-ahead:
+    // rows held back by a saturated (slow or hung) endpoint must not stop claims for the others.
+    if (this.startableWaiting() >= Math.ceil(concurrency / 2) || this.finished.length > 2 * concurrency) {
       this.stats.slotWaits++;
       await this.waitForSlots(this.options.pollMs);
       return 1;
     }
-    const room = 2 * concurrency - this.inflight - this.readyCount;
+    const room = Math.max(0, 2 * concurrency - this.inflight - this.readyCount);
     // Per endpoint, in flight plus waiting stays within twice its cap.
     const claim = (kind: 'first' | 'retry', limit: number) =>
       claimDueDeliveries(this.db, { kind, limit, endpointCap: 2 * endpointConcurrency, busy: this.heldPerEndpoint(), leaseMs });
@@ -180,6 +181,16 @@ export class WebhookDeliverer {
       this.stats.expiredWaiting += expired.length;
       releaseLeases(this.db, expired).catch((err) => this.logger.error({ err }, 'releasing expired webhook claims failed; their leases will lapse'));
     }
+  }
+
+  /** Waiting rows whose endpoint has a free slot for them. */
+  private startableWaiting(): number {
+    let startable = 0;
+    for (const queue of this.ready.values()) {
+      const busy = this.busy.get(queue[0].row.endpoint_id) ?? 0;
+      startable += Math.min(queue.length, Math.max(0, this.options.endpointConcurrency - busy));
+    }
+    return startable;
   }
 
   /** Rows in flight plus rows waiting, per endpoint: what a claim counts against the endpoint's room. */
