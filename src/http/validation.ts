@@ -8,7 +8,7 @@ import type { FastifyInstance } from 'fastify';
  */
 function storableTimestamp(value: string): boolean {
   if (value.startsWith('0000')) return false;
-  const offset = /([+-])(\d{2}):?\d{2}$/.exec(value);
+  const offset = /([+-])(\d{2})(?::?\d{2})?$/.exec(value);
   return !offset || Number(offset[2]) <= 15;
 }
 
