@@ -63,19 +63,26 @@ export class Metrics {
    * reports it, wherever the deliverers run (a worker process has no listener of its own).
    */
   watchWebhookBacklog(read: () => Promise<WebhookBacklog>): void {
+    this.readBacklog = read;
+    const backlogOfThisScrape = () => this.backlog ?? Promise.resolve(null);
     const gauge = (name: string, help: string, pick: (b: WebhookBacklog) => number) => new Gauge({
       name, help, registers: [this.registry],
       async collect() {
-        const backlog = await read().catch(() => null);
-        // Database unreachable: no sample rather than a stale one.
-        if (backlog) this.set(pick(backlog)); else this.reset();
+        const value = await backlogOfThisScrape();
+        // Database unreachable: NaN (unknown), never a reassuring 0.
+        this.set(value ? pick(value) : Number.NaN);
       },
     });
-    gauge('webhook_deliveries_due', 'Webhook deliveries due now and not yet delivered (pending or retrying)', (b) => b.due);
-    gauge('webhook_oldest_due_seconds', 'How long the oldest due webhook delivery has waited past its due time', (b) => b.oldestDueSeconds);
+    gauge('webhook_deliveries_due', 'Webhook deliveries due now and not yet delivered (pending or retrying); NaN when the database does not answer', (b) => b.due);
+    gauge('webhook_oldest_due_seconds', 'How long the oldest due webhook delivery has waited past its due time; NaN when the database does not answer', (b) => b.oldestDueSeconds);
   }
 
+  private readBacklog: (() => Promise<WebhookBacklog>) | null = null;
+  /** The backlog read of the scrape in progress: both gauges share one query. */
+  private backlog: Promise<WebhookBacklog | null> | null = null;
+
   async render(): Promise<{ contentType: string; body: string }> {
+    this.backlog = this.readBacklog ? this.readBacklog().catch(() => null) : null;
     const merged = Registry.merge([this.processRegistry, this.registry]);
     return { contentType: merged.contentType, body: await merged.metrics() };
   }
