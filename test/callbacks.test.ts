@@ -107,7 +107,10 @@ describe.skipIf(!hasPostgres)('upstream callbacks: /upstream/webhook', () => {
       expect((await postCallback(t.app, payload)).statusCode, JSON.stringify(payload)).toBe(200);
     }
     // In one batch: a status of the wrong type is skipped, the good one still applies.
-    const mixed = odd({ metadata: { phone_number_id: m.tenant.phoneNumberId }, statuses: [{ id: 5, status: { s: 'sent' } }, status(m.wamid, 'delivered', 1_700_000_100, { errors: 'none' })] });
+    const mixed = odd({ metadata: { phone_number_id: m.tenant.phoneNumberId }, statuses: [
+      { id: 5, status: { s: 'sent' } }, { id: 'wamid.x\u0000', status: 'failed', timestamp: '1e20', errors: [{ code: 131026, title: 'bad\u0000' }] },
+      status(m.wamid, 'delivered', 1_700_000_100, { errors: 'none' }),
+    ] });
     expect((await postCallback(t.app, mixed)).statusCode).toBe(200);
     expect(await messageTypes(m.tenant.id)).toEqual(['message.delivered']);
 

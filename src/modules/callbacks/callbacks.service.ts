@@ -49,8 +49,9 @@ interface TenantBatch {
 const DELIVERY_STATUSES = new Set(['sent', 'delivered', 'read', 'failed']);
 
 function toDate(unixSeconds: string | undefined): Date {
-  const n = Number(unixSeconds);
-  return Number.isFinite(n) && n > 0 ? new Date(n * 1000) : new Date();
+  const date = new Date(Number(unixSeconds) * 1000);
+  // Absent, zero or out of the representable range: the time it reached us.
+  return date.getTime() > 0 ? date : new Date();
 }
 
 // The envelope is signed, but its shape is still the sender's: anything not of the expected type
@@ -59,7 +60,8 @@ const list = <T>(value: T[] | undefined): T[] => (Array.isArray(value) ? value :
 const text = (value: unknown): string | undefined => (typeof value === 'string' ? value : typeof value === 'number' ? String(value) : undefined);
 const record = <T extends object>(value: T | undefined): Partial<T> => (typeof value === 'object' && value !== null ? value : {});
 
-function toStatusUpdate(s: RawStatus): StatusUpdate | null {
+function toStatusUpdate(raw: RawStatus): StatusUpdate | null {
+  const s = storable(raw);
   const id = text(s.id);
   const status = text(s.status);
   if (!id || !status || !DELIVERY_STATUSES.has(status)) return null; // e.g. `played` (voice) is not tracked
