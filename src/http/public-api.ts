@@ -60,9 +60,14 @@ export function installPublicApiHooks(app: FastifyInstance, deps: PublicApiDeps)
   app.decorateRequest('rateCounted', false);
 
   app.addHook('preValidation', async (request, reply) => {
-    await request.routeOptions.config.readBody?.(request);
-    if (request.routeOptions.config.idempotent && (await replayIdempotent(request, reply, deps))) return reply;
+    const { idempotent, readBody } = request.routeOptions.config;
+    const keyed = idempotent === true && request.headers['idempotency-key'] !== undefined;
+    // A body the Idempotency-Key fingerprint must cover is read first; otherwise a request refused
+    // by the rate limit is not read at all.
+    if (readBody && keyed) await readBody(request);
+    if (keyed && (await replayIdempotent(request, reply, deps))) return reply;
     if (await countRequest(request, reply, deps)) return reply;
+    if (readBody && !keyed) await readBody(request);
   });
 
   // After schema validation: text the database cannot store, anywhere in a JSON body, is a 400 naming the field.

@@ -40,16 +40,19 @@ export const mediaRoutes: FastifyPluginAsyncTypebox<{ media: MediaService }> = a
     req.body = { type, file: staged && { filename: staged.filename, mime_type: staged.mimeType, size_bytes: staged.sizeBytes, sha256: staged.sha256 } };
   }
 
-  app.addHook('onResponse', async (req) => {
+  const discardLeftover = async (req: FastifyRequest) => {
     const left = staging.get(req);
+    staging.delete(req);
     if (left) await media.discard(left);
-  });
+  };
+  app.addHook('onResponse', discardLeftover);
+  app.addHook('onRequestAbort', discardLeftover); // a client gone before its response: onResponse never runs
 
   app.post('/media', { config: { ...write, idempotent: true, readBody: readUpload }, schema: { response: { 201: Media } } }, async (req, reply) => {
+    // Taken out first: from here the file belongs to create (recorded, or removed if refused).
     const file = staging.get(req);
-    const created = await media.create(req.auth.tenantId, { type: (req.body as { type?: string }).type, file });
     staging.delete(req);
-    return reply.code(201).send(created);
+    return reply.code(201).send(await media.create(req.auth.tenantId, { type: (req.body as { type?: string }).type, file }));
   });
 
   app.get('/media', { config: read, schema: { querystring: PageQuery, response: { 200: MediaPage } } },
