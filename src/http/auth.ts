@@ -36,8 +36,12 @@ export class ApiKeyAuthenticator {
 
   constructor(private db: Db, private cacheMs: number) {}
 
+  /** Bumped by forgetAll: a lookup that was already under way when it ran must not refill the cache. */
+  private generation = 0;
+
   /** After a revocation, a tenant deletion or a plan or quota change. */
   forgetAll(): void {
+    this.generation += 1;
     this.cache.clear();
   }
 
@@ -80,6 +84,7 @@ export class ApiKeyAuthenticator {
     const now = Date.now();
     const cached = this.cache.get(hash);
     if (cached && cached.until > now) return cached.record;
+    const generation = this.generation;
 
     const row = await this.db
       .selectFrom('api_keys as k')
@@ -97,7 +102,7 @@ export class ApiKeyAuthenticator {
         }
       : null;
     if (this.cache.size > 50_000) this.cache.clear();
-    this.cache.set(hash, { record, until: now + this.cacheMs });
+    if (generation === this.generation) this.cache.set(hash, { record, until: now + this.cacheMs });
     return record;
   }
 }
