@@ -55,6 +55,20 @@ describe.skipIf(!hasPostgres)('webhook delivery (real HTTPS receiver, real worke
     (await call(t.app, tenant, 'POST', '/contacts', { first_name: 'Webhook', phone: uniquePhone(), ...extra })).json();
   const deliveriesOf = (endpointId: string) =>
     t.deps.db.selectFrom('webhook_deliveries').selectAll().where('endpoint_id', '=', endpointId).orderBy('created_at').execute();
+  /**
+   * A deliverer of the test's own, with its own sender (the attempt deadline is `timeoutMs`), small
+   * enough that a couple of hung endpoints fill its per-endpoint caps. Stop it before the test ends.
+   */
+  function ownDeliverer(o: { timeoutMs: number; leaseMs?: number; endpointConcurrency: number }) {
+    const sender = new WebhookSender({ timeoutMs: o.timeoutMs, extraCaFile: t.config.webhookExtraCaFile, allowPrivateNetworks: true });
+    const deliverer = new WebhookDeliverer(t.deps.db, sender, {
+      secretsKey: t.deps.config.secretsKey, retryDelaysMs: [60_000], leaseMs: o.leaseMs ?? 60_000, timeoutMs: o.timeoutMs, pollMs: 20,
+      concurrency: 8, endpointConcurrency: o.endpointConcurrency, retryConcurrency: 4,
+    }, pino({ level: 'silent' }));
+    const loops = startLoops([deliverer.loop()], 20, pino({ level: 'silent' }));
+    return { deliverer, async stop() { await loops.stop(); await sender.close(); } };
+  }
+
   const endpointRow = (id: string) => t.deps.db.selectFrom('webhook_endpoints').selectAll().where('id', '=', id).executeTakeFirstOrThrow();
 
   it('delivers the envelope with exactly the spec headers and a verifiable signature', async () => {
@@ -377,11 +391,8 @@ describe.skipIf(!hasPostgres)('webhook delivery (real HTTPS receiver, real worke
     for (let i = 0; i < 3; i++) await createContact(tenant);
     // One slot for the endpoint: two claimed rows wait behind a 600 ms hang, longer than this
     // lease allows (1600 ms lease - 600 ms attempt - 500 ms margin), so they must not start late.
-    const deliverer = new WebhookDeliverer(t.deps.db, t.deps.webhookSender, {
-      secretsKey: t.deps.config.secretsKey, retryDelaysMs: [60_000], leaseMs: 1_600, timeoutMs: 600, pollMs: 20,
-      concurrency: 8, endpointConcurrency: 1, retryConcurrency: 4,
-    }, pino({ level: 'silent' }));
-    const own = startLoops([deliverer.loop()], 20, pino({ level: 'silent' }));
+    const own = ownDeliverer({ timeoutMs: 600, leaseMs: 1_600, endpointConcurrency: 1 });
+    const { deliverer } = own;
     try {
       await eventually(async () => (await deliveriesOf(endpoint.id)).every((d) => d.attempt_number === 1), 10_000);
       expect(deliverer.stats.expiredWaiting).toBeGreaterThanOrEqual(1);
@@ -406,12 +417,7 @@ describe.skipIf(!hasPostgres)('webhook delivery (real HTTPS receiver, real worke
     // together the waiting rows are half of this worker's 8 slots.
     const bulk = await call(t.app, hungTenant, 'POST', '/contacts/bulk', { contacts: Array.from({ length: 4 }, () => ({ first_name: 'Hung', phone: uniquePhone() })) });
     expect(bulk.json().created).toBe(4);
-    const sender = new WebhookSender({ timeoutMs: 3_000, extraCaFile: t.config.webhookExtraCaFile, allowPrivateNetworks: true });
-    const deliverer = new WebhookDeliverer(t.deps.db, sender, {
-      secretsKey: t.deps.config.secretsKey, retryDelaysMs: [60_000], leaseMs: 60_000, timeoutMs: 3_000, pollMs: 20,
-      concurrency: 8, endpointConcurrency: 2, retryConcurrency: 4,
-    }, pino({ level: 'silent' }));
-    const own = startLoops([deliverer.loop()], 20, pino({ level: 'silent' }));
+    const own = ownDeliverer({ timeoutMs: 3_000, endpointConcurrency: 2 });
     try {
       await eventually(async () => {
         const leased = await t.deps.db.selectFrom('webhook_deliveries').select('id').where('endpoint_id', 'in', hung).where('lease_until', 'is not', null).execute();
@@ -426,7 +432,6 @@ describe.skipIf(!hasPostgres)('webhook delivery (real HTTPS receiver, real worke
       expect(Date.now() - started).toBeLessThan(1_500); // well before the hung attempts time out (3 s)
     } finally {
       await own.stop();
-      await sender.close();
       for (const id of hung) await call(t.app, hungTenant, 'DELETE', `/webhooks/${id}`);
     }
   });
@@ -440,12 +445,7 @@ describe.skipIf(!hasPostgres)('webhook delivery (real HTTPS receiver, real worke
     for (let i = 0; i < 2; i++) await createContact(tenant);
     // One slot: the first row hangs for the 1.5 s timeout; the second is claimed ahead (with the
     // secret of that moment) and waits for the slot longer than a claim may be held.
-    const sender = new WebhookSender({ timeoutMs: 1_500, extraCaFile: t.config.webhookExtraCaFile, allowPrivateNetworks: true });
-    const deliverer = new WebhookDeliverer(t.deps.db, sender, {
-      secretsKey: t.deps.config.secretsKey, retryDelaysMs: [60_000], leaseMs: 60_000, timeoutMs: 1_500, pollMs: 20,
-      concurrency: 8, endpointConcurrency: 1, retryConcurrency: 4,
-    }, pino({ level: 'silent' }));
-    const own = startLoops([deliverer.loop()], 20, pino({ level: 'silent' }));
+    const own = ownDeliverer({ timeoutMs: 1_500, endpointConcurrency: 1 });
     try {
       await eventually(async () => receiver.at(path).length === 1 && (await deliveriesOf(endpoint.id)).every((d) => d.lease_until !== null));
       const rotated = await call(t.app, tenant, 'POST', `/webhooks/${endpoint.id}/rotate-secret`);
@@ -456,10 +456,9 @@ describe.skipIf(!hasPostgres)('webhook delivery (real HTTPS receiver, real worke
       const [, second] = receiver.at(path);
       expect(verifyWebhookSignature({ secret: newSecret, headers: second.headers, rawBody: second.body })).toBe(true);
       expect(verifyWebhookSignature({ secret: oldSecret, headers: second.headers, rawBody: second.body })).toBe(false);
-      expect(deliverer.stats.expiredWaiting).toBeGreaterThanOrEqual(1);
+      expect(own.deliverer.stats.expiredWaiting).toBeGreaterThanOrEqual(1);
     } finally {
       await own.stop();
-      await sender.close();
       await call(t.app, tenant, 'DELETE', `/webhooks/${endpoint.id}`);
     }
   });
@@ -473,17 +472,11 @@ describe.skipIf(!hasPostgres)('webhook delivery (real HTTPS receiver, real worke
     for (let i = 0; i < 2; i++) await createContact(tenant);
     // One slot for the endpoint: one row hangs in flight (1.2 s, within the 2 s drain grace), the
     // other is claimed ahead and waits.
-    const sender = new WebhookSender({ timeoutMs: 1_200, extraCaFile: t.config.webhookExtraCaFile, allowPrivateNetworks: true });
-    const deliverer = new WebhookDeliverer(t.deps.db, sender, {
-      secretsKey: t.deps.config.secretsKey, retryDelaysMs: [60_000], leaseMs: 60_000, timeoutMs: 1_200, pollMs: 20,
-      concurrency: 8, endpointConcurrency: 1, retryConcurrency: 4,
-    }, pino({ level: 'silent' }));
-    const own = startLoops([deliverer.loop()], 20, pino({ level: 'silent' }));
+    const own = ownDeliverer({ timeoutMs: 1_200, endpointConcurrency: 1 });
     try {
       await eventually(async () => (await deliveriesOf(endpoint.id)).every((d) => d.lease_until !== null) && receiver.at(path).length === 1);
     } finally {
       await own.stop();
-      await sender.close();
     }
     const rows = await deliveriesOf(endpoint.id);
     // The hung attempt timed out within the drain grace and was recorded; the waiting row is free to claim now.
