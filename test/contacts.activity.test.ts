@@ -125,6 +125,20 @@ describe.skipIf(!hasPostgres)('contact sub-resources: notes, follow-ups, communi
     expect((await call(t.app, b, 'PATCH', `/contacts/${other.id}/followups/${f.id}`, { done: true })).statusCode).toBe(404);
     expect((await call(t.app, a, 'GET', `/contacts/${contact.id}/followups`)).json().data[0]).toMatchObject({ id: f.id, done: false });
 
+    // Keys that are not follow-up fields are dropped: a body cannot move a follow-up to another tenant or contact.
+    const smuggled = await call(t.app, b, 'POST', `/contacts/${other.id}/followups`, {
+      title: 'smuggled', due_at: '2030-01-01T00:00:00Z', tenant_id: a.id, contact_id: contact.id, id: f.id, created_at: '2000-01-01T00:00:00Z',
+    });
+    expect(smuggled.statusCode).toBe(201);
+    expect(smuggled.json()).toMatchObject({ contact_id: other.id, title: 'smuggled' });
+    expect(smuggled.json().id).not.toBe(f.id);
+    const moved = await call(t.app, b, 'PATCH', `/contacts/${other.id}/followups/${smuggled.json().id}`, { tenant_id: a.id, contact_id: contact.id, bogus: 1 });
+    expect(moved.statusCode).toBe(200);
+    expect(moved.json()).toEqual(smuggled.json()); // nothing changed
+    const rows = await t.deps.db.selectFrom('contact_followups').select(['tenant_id', 'contact_id']).where('id', '=', smuggled.json().id).execute();
+    expect(rows).toEqual([{ tenant_id: b.id, contact_id: other.id }]);
+    expect((await call(t.app, a, 'GET', `/contacts/${contact.id}/followups`)).json().data).toHaveLength(1);
+
     const reader = await createTenant(t.app, { scopes: ['contacts:read'] });
     const own = await t.deps.db.selectFrom('contacts').select('id').where('tenant_id', '=', a.id).executeTakeFirstOrThrow();
     const denied = await call(t.app, reader, 'POST', `/contacts/${own.id}/notes`, { content: 'x' });

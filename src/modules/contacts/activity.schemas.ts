@@ -14,7 +14,7 @@ export const Note = Type.Object({
   created_at: Type.String(),
 });
 export type Note = Static<typeof Note>;
-export const NoteCreate = Type.Object({ content: Type.String({ minLength: 1, maxLength: 5000 }) });
+export const NoteCreate = Type.Object({ content: Type.String({ minLength: 1, maxLength: 5000 }) }, { additionalProperties: false });
 export type NoteCreate = Static<typeof NoteCreate>;
 export const NotePage = PageOf(Note);
 
@@ -34,12 +34,13 @@ const Title = Type.String({ minLength: 1, maxLength: 255 });
 const DueAt = Type.String({ format: 'date-time' });
 const FollowupNotes = Nullable(Type.String({ maxLength: 5000 }));
 
+// Unknown keys are dropped by the validator (additionalProperties false with removeAdditional).
 export const FollowupCreate = Type.Object({
   title: Title,
   due_at: DueAt,
   done: Type.Optional(Type.Boolean()),
   notes: Type.Optional(FollowupNotes),
-});
+}, { additionalProperties: false });
 export type FollowupCreate = Static<typeof FollowupCreate>;
 
 export const FollowupPatch = Type.Object({
@@ -47,7 +48,7 @@ export const FollowupPatch = Type.Object({
   due_at: Type.Optional(DueAt),
   done: Type.Optional(Type.Boolean()),
   notes: Type.Optional(FollowupNotes),
-});
+}, { additionalProperties: false });
 export type FollowupPatch = Static<typeof FollowupPatch>;
 export const FollowupPage = PageOf(Followup);
 

@@ -15,8 +15,10 @@ export interface FollowupValues {
 }
 
 export const followupsRepository = {
+  // Columns are named one by one: the tenant and contact come from the route, never from a body.
   async insert(tx: Tx, tenantId: string, contactId: string, values: FollowupValues): Promise<FollowupRow> {
-    return tx.insertInto('contact_followups').values({ id: randomUUID(), tenant_id: tenantId, contact_id: contactId, ...values })
+    return tx.insertInto('contact_followups')
+      .values({ id: randomUUID(), tenant_id: tenantId, contact_id: contactId, title: values.title, due_at: values.due_at, done: values.done, notes: values.notes })
       .returningAll().executeTakeFirstOrThrow();
   },
 
@@ -28,7 +30,8 @@ export const followupsRepository = {
   },
 
   async update(tx: Tx, tenantId: string, contactId: string, id: string, values: Partial<FollowupValues>): Promise<FollowupRow | undefined> {
-    return tx.updateTable('contact_followups').set({ ...values, updated_at: new Date() })
+    const { title, due_at, done, notes } = values;
+    return tx.updateTable('contact_followups').set({ title, due_at, done, notes, updated_at: new Date() })
       .where('tenant_id', '=', tenantId).where('contact_id', '=', contactId).where('id', '=', id)
       .returningAll().executeTakeFirst();
   },
