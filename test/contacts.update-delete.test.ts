@@ -122,4 +122,16 @@ describe.skipIf(!hasPostgres)('contacts: get, PATCH and DELETE (spec 4.3)', () =
     expect(res.json()).toEqual(c);
     expect((await events(tenant.id)).map((e) => e.type)).toEqual(['contact.created']);
   });
+
+  it('re-sending the same custom_fields with keys in another order is no change; concurrent identical PATCHes record one event', async () => {
+    const tenant = await createTenant(t.app);
+    const c = await add(tenant);
+    const first = await call(t.app, tenant, 'PATCH', `/contacts/${c.id}`, { custom_fields: { plan: 'gold', seats: 12, region: { zone: 'eu', cell: 3 } } });
+    expect(first.statusCode).toBe(200);
+    const reordered = await call(t.app, tenant, 'PATCH', `/contacts/${c.id}`, { custom_fields: { region: { cell: 3, zone: 'eu' }, seats: 12, plan: 'gold' } });
+    expect(reordered.json()).toEqual(first.json());
+    const same = await Promise.all(Array.from({ length: 5 }, () => call(t.app, tenant, 'PATCH', `/contacts/${c.id}`, { company: 'Acme' })));
+    expect(same.map((r) => r.statusCode)).toEqual([200, 200, 200, 200, 200]);
+    expect((await events(tenant.id)).map((e) => e.type)).toEqual(['contact.created', 'contact.updated', 'contact.updated']);
+  });
 });

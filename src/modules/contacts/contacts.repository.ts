@@ -57,6 +57,14 @@ export const contactsRepository = {
     return rows[0];
   },
 
+  /** The same row, locked until the transaction ends: a change decided on it cannot race another. */
+  async lockById(tx: Tx, tenantId: string, id: string): Promise<ContactRow | undefined> {
+    if (!isUuid(id)) return undefined;
+    const { rows } = await sql<ContactRow>`
+      SELECT * FROM contacts WHERE tenant_id = ${tenantId} AND id = ${id} AND deleted_at IS NULL FOR UPDATE`.execute(tx);
+    return rows[0];
+  },
+
   async findByPhone(db: Queryable, tenantId: string, phone: string): Promise<ContactRow | undefined> {
     return db.selectFrom('contacts').selectAll()
       .where('tenant_id', '=', tenantId).where('phone', '=', phone).where('deleted_at', 'is', null)

@@ -1,3 +1,4 @@
+import { isDeepStrictEqual } from 'node:util';
 import Value from 'typebox/value';
 import type { Db } from '../../db/database.ts';
 import { recordEvents } from '../../events/events.ts';
@@ -125,9 +126,10 @@ export class ContactsService {
     const changes: Partial<ContactValues> = contactFields(patch, PATCH_FIELDS);
     if (patch.phone !== undefined) changes.phone = normalisedPhone(patch.phone, ['body', 'phone']);
     return this.db.transaction().execute(async (tx) => {
-      const current = await repo.findById(tx, tenantId, id);
+      const current = await repo.lockById(tx, tenantId, id);
       if (!current) throw notFound('Contact');
-      const changed = Object.entries(changes).filter(([key, value]) => JSON.stringify(current[key as keyof ContactRow]) !== JSON.stringify(value));
+      // Deep equality ignores object key order (jsonb keeps its own), so re-sending custom_fields is no change.
+      const changed = Object.entries(changes).filter(([key, value]) => !isDeepStrictEqual(current[key as keyof ContactRow], value));
       if (changed.length === 0) return toContact(current);
       const row = await repo.update(tx, tenantId, id, Object.fromEntries(changed));
       if (!row) throw notFound('Contact');
