@@ -68,7 +68,7 @@ export class ContactActivityService {
   async updateFollowup(tenantId: string, contactId: string, id: string, patch: FollowupPatch): Promise<Followup> {
     return this.db.transaction().execute(async (tx) => {
       await this.contactOrThrow(tx, tenantId, contactId);
-      const current = await followups.find(tx, tenantId, contactId, id);
+      const current = await followups.lock(tx, tenantId, contactId, id);
       if (!current) throw notFound('Follow-up');
       const before = toFollowup(current);
       const changed = Object.entries(patch).filter(([key, value]) => {

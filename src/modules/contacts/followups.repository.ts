@@ -22,11 +22,12 @@ export const followupsRepository = {
       .returningAll().executeTakeFirstOrThrow();
   },
 
-  async find(db: Queryable, tenantId: string, contactId: string, id: string): Promise<FollowupRow | undefined> {
+  /** Locked until the transaction ends: a change decided on it cannot race another. */
+  async lock(tx: Tx, tenantId: string, contactId: string, id: string): Promise<FollowupRow | undefined> {
     if (!isUuid(id)) return undefined;
-    return db.selectFrom('contact_followups').selectAll()
+    return tx.selectFrom('contact_followups').selectAll()
       .where('tenant_id', '=', tenantId).where('contact_id', '=', contactId).where('id', '=', id)
-      .executeTakeFirst();
+      .forUpdate().executeTakeFirst();
   },
 
   async update(tx: Tx, tenantId: string, contactId: string, id: string, values: Partial<FollowupValues>): Promise<FollowupRow | undefined> {
