@@ -39,12 +39,13 @@ describe.skipIf(!hasPostgres)('server process against PostgreSQL', () => {
     await locker.connect();
     await probe.connect();
     try {
+      const lockerPid = (await locker.query('SELECT pg_backend_pid() AS pid')).rows[0].pid;
       await locker.query('BEGIN');
       await locker.query('SELECT 1 FROM contacts WHERE id = $1 FOR UPDATE', [contact.id]);
       const inFlight = fetch(`${base}/api/v1/public/contacts/${contact.id}`, { method: 'PATCH', headers: auth, body: JSON.stringify({ last_name: 'Finished' }) });
       // wait until the PATCH is blocked on our lock
       for (let i = 0; ; i++) {
-        const waiting = await probe.query("SELECT count(*)::int AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE 'update \"contacts\"%'");
+        const waiting = await probe.query('SELECT count(*)::int AS n FROM pg_stat_activity WHERE $1 = ANY (pg_blocking_pids(pid))', [lockerPid]);
         if (waiting.rows[0].n > 0) break;
         if (i > 200) throw new Error('PATCH never reached the lock');
         await new Promise((r) => setTimeout(r, 25));
