@@ -2,11 +2,12 @@ import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } 
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { sql } from 'kysely';
 import type { Deps } from './deps.ts';
-import { AppError } from './http/errors.ts';
+import { AppError, validationError } from './http/errors.ts';
 import { installErrorHandling, sendError } from './http/error-handler.ts';
 import { installPublicApiHooks } from './http/public-api.ts';
 import { installValidators } from './http/validation.ts';
 import { requestIdFor } from './http/request-id.ts';
+import { MAX_JSON_DEPTH, nestsDeeperThan } from './http/storable-text.ts';
 import { adminRoutes } from './modules/admin/admin.routes.ts';
 import { callbackRoutes } from './modules/callbacks/callbacks.routes.ts';
 import { contactActivityRoutes } from './modules/contacts/activity.routes.ts';
@@ -55,6 +56,11 @@ export async function buildApp(deps: Deps): Promise<FastifyInstance> {
     throw new AppError('INTERNAL_ERROR', 'The service is shutting down; retry the request', {}, 503);
   });
   installValidators(base);
+  // Before validation, fingerprinting or any walk of the body: a body nested past any sensible depth
+  // would overflow the stack of whatever recursive code reads it next.
+  base.addHook('preValidation', async (request) => {
+    if (nestsDeeperThan(request.body)) throw validationError(`The body nests objects or arrays deeper than ${MAX_JSON_DEPTH} levels`, ['body'], null, 'too_deep');
+  });
   app.addHook('onResponse', async (request, reply) => {
     deps.metrics.httpRequests.observe(
       { method: request.method, route: request.routeOptions.url ?? 'unmatched', status_code: String(reply.statusCode) },

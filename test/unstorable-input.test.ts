@@ -69,4 +69,23 @@ describe.skipIf(!hasPostgres)('text and timestamps the database cannot store', (
     expectError(await admin('POST', `/admin/v1/tenants/${tenant.id}/api-keys`, { name: 'k', expires_at: '0000-01-01T00:00:00Z' }), 400, 'VALIDATION_ERROR');
     expect((await admin('PATCH', `/admin/v1/tenants/${tenant.id}`, { api_requests_daily: 2_147_483_647 })).statusCode).toBe(200);
   });
+
+  it('a body nested past 64 levels is a 400 everywhere, also with an Idempotency-Key and on the operator API', async () => {
+    const deep = (n: number) => '['.repeat(n) + ']'.repeat(n);
+    const raw = (method: string, url: string, body: string, headers: Record<string, string>) =>
+      t.app.inject({ method: method as 'POST', url, headers: { ...headers, 'content-type': 'application/json' }, payload: body });
+    for (const [body, extra] of [
+      [`{"first_name":${deep(5_000)},"phone":"+14155550100"}`, {}],
+      [`{"first_name":"x","phone":"+14155550100","custom_fields":{"x":${deep(100)}}}`, {}],
+      [deep(100_000), { 'idempotency-key': crypto.randomUUID() }],
+    ] as [string, Record<string, string>][]) {
+      const res = await raw('POST', `/api/v1/public/contacts`, body, { ...tenant.headers, ...extra });
+      const error = expectError(res, 400, 'VALIDATION_ERROR');
+      expect(error.message).toBe('The body nests objects or arrays deeper than 64 levels');
+    }
+    expectError(await raw('PATCH', `/admin/v1/tenants/${tenant.id}`, `{"name":${deep(10_000)}}`, adminHeaders), 400, 'VALIDATION_ERROR');
+    // Deep enough for any real resource: 60 levels of custom fields are stored.
+    const fine = await raw('POST', '/api/v1/public/contacts', `{"first_name":"x","phone":"${uniquePhone()}","custom_fields":{"x":${deep(60)}}}`, tenant.headers);
+    expect(fine.statusCode).toBe(201);
+  });
 });

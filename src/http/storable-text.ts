@@ -1,5 +1,20 @@
 import { validationError } from './errors.ts';
 
+/** Deeper JSON than any resource needs; checking first keeps every recursive walk of a body safe. */
+export const MAX_JSON_DEPTH = 64;
+
+/** Whether `value` nests objects and arrays deeper than `max` levels (iterative: safe on any input). */
+export function nestsDeeperThan(value: unknown, max = MAX_JSON_DEPTH): boolean {
+  const stack: [unknown, number][] = [[value, 1]];
+  while (stack.length > 0) {
+    const [item, depth] = stack.pop()!;
+    if (item === null || typeof item !== 'object') continue;
+    if (depth > max) return true;
+    for (const child of Object.values(item)) if (child !== null && typeof child === 'object') stack.push([child, depth + 1]);
+  }
+  return false;
+}
+
 /**
  * PostgreSQL text and jsonb cannot hold U+0000, and jsonb refuses an unpaired UTF-16 surrogate
  * (text would silently store U+FFFD instead). Finding them first makes them a 400, not a 500.
