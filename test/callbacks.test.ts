@@ -172,4 +172,33 @@ describe.skipIf(!hasPostgres)('upstream callbacks: /upstream/webhook', () => {
     const received = (await eventsOf(t.deps, tenant.id, 'message.received'))[0];
     expect(received.data).toMatchObject({ type: 'interactive' });
   });
+
+  it('odd but well-formed values are read safely: a fractional or huge error code, an over-long id, unstorable Flow fields, a deep envelope, a repeated challenge', async () => {
+    const m = await quietMessage();
+    const messages = (value: unknown) => ({ object: 'whatsapp_business_account', entry: [{ id: m.tenant.wabaId, changes: [{ field: 'messages', value }] }] });
+    const metadata = { phone_number_id: m.tenant.phoneNumberId };
+
+    const failed = messages({ metadata, statuses: [status(m.wamid, 'failed', 1_700_000_200, { errors: [{ code: 1e10, title: 'odd' }] })] });
+    expect((await postCallback(t.app, failed)).statusCode).toBe(200);
+    const [failure] = await eventsOf(t.deps, m.tenant.id, 'message.failed');
+    expect((failure.data as { error: unknown }).error).toEqual({ code: 0, title: 'odd' });
+
+    const longId = messages({ metadata, messages: [{ id: `wamid.${'A'.repeat(3000)}`, from: '14155550100', timestamp: '1700000000', type: 'text', text: { body: 'hi' } }] });
+    expect((await postCallback(t.app, longId)).statusCode).toBe(200);
+    expect(await eventsOf(t.deps, m.tenant.id, 'message.received')).toEqual([]);
+
+    const flowJson = JSON.stringify({ flow_token: 'FT-2', 'bad\u0000key': 1, text: 'a\ud800b' });
+    const flow = messages({ metadata, messages: [{ id: `wamid.flow${Date.now()}`, from: '14155550100', timestamp: '1700000000', type: 'interactive',
+      interactive: { type: 'nfm_reply', nfm_reply: { name: 'flow', body: 'Sent', response_json: flowJson } } }] });
+    expect((await postCallback(t.app, flow)).statusCode).toBe(200);
+    const [submitted] = await eventsOf(t.deps, m.tenant.id, 'flow.submission_received');
+    expect(submitted.data).toMatchObject({ flow_token: 'FT-2', response: { badkey: 1, text: 'a\ufffdb' } });
+
+    const deep = JSON.stringify(messages({ metadata, messages: [{ id: 'wamid.deep', nested: 'DEEP' }] })).replace('"DEEP"', '['.repeat(10_000) + ']'.repeat(10_000));
+    expect((await postCallback(t.app, deep)).statusCode).toBe(400);
+
+    const challenge = await t.app.inject({ method: 'GET', url: `/upstream/webhook?hub.mode=subscribe&hub.verify_token=${VERIFY_TOKEN}&hub.challenge=11&hub.challenge=22` });
+    expect(challenge.statusCode).toBe(200);
+    expect(challenge.body).toBe('11');
+  });
 });

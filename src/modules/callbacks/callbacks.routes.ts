@@ -1,4 +1,5 @@
 import type { FastifyPluginAsync } from 'fastify';
+import { nestsDeeperThan } from '../../http/storable-text.ts';
 import { safeEqual } from '../../crypto/safe-equal.ts';
 import { AppError } from '../../http/errors.ts';
 import { sendError } from '../../http/error-handler.ts';
@@ -25,7 +26,8 @@ export const callbackRoutes: FastifyPluginAsync<CallbackRoutesOptions> = async (
   app.get('/', { schema: { hide: true } }, async (req, reply) => {
     const q = req.query as Record<string, string | undefined>;
     if (q['hub.mode'] === 'subscribe' && typeof q['hub.verify_token'] === 'string' && safeEqual(q['hub.verify_token'], verifyToken)) {
-      return reply.code(200).type('text/plain').send(q['hub.challenge'] ?? '');
+      const challenge = q['hub.challenge'];
+      return reply.code(200).type('text/plain').send(String((Array.isArray(challenge) ? challenge[0] : challenge) ?? ''));
     }
     return sendError(reply, new AppError('FORBIDDEN', 'Verification token mismatch'));
   });
@@ -43,6 +45,7 @@ export const callbackRoutes: FastifyPluginAsync<CallbackRoutesOptions> = async (
       return sendError(reply, new AppError('VALIDATION_ERROR', 'Malformed JSON body'));
     }
     if (typeof envelope !== 'object' || envelope === null) return sendError(reply, new AppError('VALIDATION_ERROR', 'Expected a JSON object'));
+    if (nestsDeeperThan(envelope)) return sendError(reply, new AppError('VALIDATION_ERROR', 'The body nests too deeply'));
     await callbacks.process(envelope as never);
     return reply.code(200).type('text/plain').send('EVENT_RECEIVED');
   });

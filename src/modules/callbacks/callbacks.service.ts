@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
 import type { Db, Tx } from '../../db/database.ts';
 import { recordEvents, type NewEvent } from '../../events/events.ts';
-import { storable } from '../../http/storable-text.ts';
+import { nestsDeeperThan, storable } from '../../http/storable-text.ts';
 import { findTenantByPhoneNumberId } from '../business-accounts/business-accounts.repository.ts';
 import { addCommunication } from '../contacts/communications.repository.ts';
 import { applyMessageStatuses, type AppliedStatus, type DeliveryStatus, type StatusUpdate } from '../messages/messages.statuses.ts';
@@ -60,24 +60,35 @@ const list = <T>(value: T[] | undefined): T[] => (Array.isArray(value) ? value :
 const text = (value: unknown): string | undefined => (typeof value === 'string' ? value : typeof value === 'number' ? String(value) : undefined);
 const record = <T extends object>(value: T | undefined): Partial<T> => (typeof value === 'object' && value !== null ? value : {});
 
+/** Meta's codes are small integers; anything else (a fraction, out of the column's range) reads as 0, unknown. */
+function errorCode(value: unknown): number {
+  const code = Number(value);
+  return Number.isInteger(code) && Math.abs(code) <= 2_147_483_647 ? code : 0;
+}
+
+/** Upstream ids are short (a wamid is about 60 characters); a longer one is not a message of ours. */
+const MAX_UPSTREAM_ID = 512;
+
 function toStatusUpdate(raw: RawStatus): StatusUpdate | null {
   const s = storable(raw);
   const id = text(s.id);
   const status = text(s.status);
-  if (!id || !status || !DELIVERY_STATUSES.has(status)) return null; // e.g. `played` (voice) is not tracked
+  if (!id || id.length > MAX_UPSTREAM_ID || !status || !DELIVERY_STATUSES.has(status)) return null; // e.g. `played` (voice) is not tracked
   const error = record(list(s.errors)[0]);
   return {
     upstreamMessageId: id,
     status: status as DeliveryStatus,
     timestamp: toDate(text(s.timestamp)),
     callbackData: text(s.biz_opaque_callback_data) ?? null,
-    error: status === 'failed' ? { code: Number(error.code) || 0, title: text(error.title) ?? text(error.message) ?? 'Unknown failure' } : null,
+    error: status === 'failed' ? { code: errorCode(error.code), title: text(error.title) ?? text(error.message) ?? 'Unknown failure' } : null,
   };
 }
 
 function parseFlowResponse(json: string | undefined): { flowToken: string | null; response: Record<string, unknown> } {
   let parsed: unknown = {};
   try { parsed = JSON.parse(json ?? '{}'); } catch { parsed = { raw: json ?? null }; }
+  // The submitted fields become event data: what the database cannot hold is cleaned, an absurd nesting kept as text.
+  parsed = nestsDeeperThan(parsed) ? { raw: json ?? null } : storable(parsed);
   const fields = (typeof parsed === 'object' && parsed !== null && !Array.isArray(parsed) ? parsed : { value: parsed }) as Record<string, unknown>;
   const { flow_token: token, ...response } = fields;
   return { flowToken: typeof token === 'string' ? token : null, response };
@@ -86,7 +97,7 @@ function parseFlowResponse(json: string | undefined): { flowToken: string | null
 function toInbound(raw: RawInbound): InboundMessage | null {
   const m = storable(raw);
   const id = text(m.id);
-  if (!id) return null;
+  if (!id || id.length > MAX_UPSTREAM_ID) return null;
   const type = text(m.type) ?? 'unknown';
   const interactive = record(m.interactive);
   const nfm = type === 'interactive' && interactive.type === 'nfm_reply' ? record(interactive.nfm_reply) : undefined;
