@@ -102,6 +102,27 @@ describe.skipIf(!hasPostgres)('media', () => {
     expect((await call(t.app, tenant, 'GET', '/media')).json().data).toHaveLength(1);
   });
 
+  it('a multipart body the parser cannot read is a 400, not a server error', async () => {
+    const tenant = await createTenant(t.app);
+    const post = (contentType: string, payload: Buffer | string) =>
+      t.app.inject({ method: 'POST', url: `${API}/media`, headers: { ...tenant.headers, 'content-type': contentType }, payload });
+    expect((await post('multipart/form-data', 'no boundary at all')).statusCode).toBe(400);
+    const whole = multipart({ type: 'image' }, { name: 'logo.png', type: 'image/png', bytes: PNG });
+    const cut = whole.payload.subarray(0, whole.payload.length - 40); // no closing boundary
+    expect((await post(whole.headers['content-type'], cut)).statusCode).toBe(400);
+    const boundary = 'XyZ';
+    const jsonField = `--${boundary}
+Content-Disposition: form-data; name="type"
+Content-Type: application/json
+
+{bad
+--${boundary}--
+`;
+    const bad = await post(`multipart/form-data; boundary=${boundary}`, jsonField);
+    expect(bad.statusCode).toBe(400);
+    expect(bad.json().error.code).toBe('VALIDATION_ERROR');
+  });
+
   it('scopes: media:read cannot upload', async () => {
     const tenant = await createTenant(t.app, { scopes: ['media:read'] });
     expect((await upload(tenant, { type: 'image' }, { name: 'a.png', type: 'image/png', bytes: PNG })).statusCode).toBe(403);

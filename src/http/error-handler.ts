@@ -35,7 +35,7 @@ function toDetails(issues: AjvIssue[], context: string, request: FastifyRequest)
 }
 
 /** Framework errors that are the caller's fault, mapped to the spec's statuses. */
-const CLIENT_ERRORS: Record<string, { status: number; message: string }> = {
+export const CLIENT_ERRORS: Record<string, { status: number; message: string }> = {
   FST_ERR_CTP_INVALID_JSON_BODY: { status: 400, message: 'Malformed JSON body' },
   FST_ERR_CTP_EMPTY_JSON_BODY: { status: 400, message: 'Request body is empty but Content-Type is application/json' },
   FST_ERR_CTP_INVALID_MEDIA_TYPE: { status: 415, message: 'Unsupported Content-Type' },

@@ -1,6 +1,8 @@
 import multipart from '@fastify/multipart';
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import type { FastifyRequest } from 'fastify';
+import { CLIENT_ERRORS } from '../../http/error-handler.ts';
+import { AppError, validationError } from '../../http/errors.ts';
 import { PageQuery } from '../../http/pagination.ts';
 import { IdParams, Media, MediaPage, MessageResult } from './media.schemas.ts';
 import type { MediaService, StagedFile } from './media.service.ts';
@@ -8,6 +10,19 @@ import { MAX_MEDIA_BYTES } from './media.types.ts';
 
 const read = { scopes: ['media:read'] };
 const write = { scopes: ['media:write'] };
+
+/**
+ * A multipart body the parser cannot read (no boundary, cut short, a field declared JSON that is
+ * not) is the caller's fault: a 400. Errors of our own (the disk: ENOSPC and the like) stay 5xx,
+ * and errors that already carry a status (limits: 413) keep it.
+ */
+function asClientError(err: unknown): unknown {
+  const e = err as { code?: string; syscall?: string; statusCode?: number; message?: string };
+  if (err instanceof AppError || e.syscall || (e.code && CLIENT_ERRORS[e.code])) return err;
+  if (e.code === 'FST_INVALID_JSON_FIELD_ERROR') return validationError('a multipart field sent as JSON is not valid JSON', ['body'], null);
+  if (e.code === 'ERR_STREAM_PREMATURE_CLOSE') return validationError('the multipart body ended before its closing boundary', ['body'], null);
+  return validationError(`malformed multipart body: ${e.message ?? 'unreadable'}`, ['body'], null);
+}
 
 export const mediaRoutes: FastifyPluginAsyncTypebox<{ media: MediaService }> = async (app, { media }) => {
   // The service enforces the per-type limits while streaming; this is only the outer bound.
@@ -34,7 +49,7 @@ export const mediaRoutes: FastifyPluginAsyncTypebox<{ media: MediaService }> = a
       }
     } catch (err) {
       if (staged) await media.discard(staged);
-      throw err;
+      throw asClientError(err);
     }
     if (staged) staging.set(req, staged);
     req.body = { type, file: staged && { filename: staged.filename, mime_type: staged.mimeType, size_bytes: staged.sizeBytes, sha256: staged.sha256 } };
