@@ -51,6 +51,12 @@ describe('webhook sender (one attempt against a real HTTPS receiver)', () => {
     expect(receiver.at(path)[0].body).toBe('{"id":"x"}');
   });
 
+  it('drops NUL characters from the kept response body (it is stored as text)', async () => {
+    const path = `/nul-${++n}`;
+    receiver.behave(path, 'nul');
+    expect(await attempt(receiver.url(path))).toMatchObject({ ok: true, statusCode: 200, responseBody: 'okdone' });
+  });
+
   it('records an empty body as null', async () => {
     const path = `/empty-${++n}`;
     receiver.behave(path, 204);

@@ -16,7 +16,7 @@ export interface ReceivedRequest {
  * What the receiver does for a path: answer with a status, hang until the client gives up, or
  * answer 200 with a body that never ends.
  */
-export type Behaviour = number | 'hang' | 'flood';
+export type Behaviour = number | 'hang' | 'flood' | 'nul';
 
 /** A self-signed certificate for 127.0.0.1 and localhost, generated with the openssl CLI. */
 export function makeCertificate(): { certFile: string; keyFile: string; cert: string; key: string } {
@@ -56,6 +56,11 @@ export async function startReceiver() {
         open.set(path, now);
         maxOpen.set(path, Math.max(now, maxOpen.get(path) ?? 0));
         res.on('close', () => open.set(path, (open.get(path) ?? 1) - 1));
+        return;
+      }
+      if (behaviour === 'nul') {
+        res.writeHead(200, { 'content-type': 'text/plain' });
+        res.end('ok\u0000done');
         return;
       }
       if (behaviour === 'flood') {

@@ -173,7 +173,8 @@ export function post(agent: Agent, url: URL, headers: Record<string, string>, bo
       settled = true;
       clearTimeout(timer);
       if (err) return reject(err);
-      resolve({ statusCode, body: size === 0 ? null : Buffer.concat(chunks).toString('utf8').slice(0, RESPONSE_BODY_CHARS) });
+      // Stored in a text column: NUL characters are dropped (UTF-8 decoding already replaced invalid bytes).
+      resolve({ statusCode, body: size === 0 ? null : Buffer.concat(chunks).toString('utf8').replaceAll('\u0000', '').slice(0, RESPONSE_BODY_CHARS) });
     };
     const timer = setTimeout(() => {
       const timeout = new AttemptTimeoutError(`No response within ${timeoutMs} ms`);
