@@ -1,7 +1,7 @@
 import type { AddressInfo } from 'node:net';
 import { Client } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { adminHeaders, API, call, createTenant, hasPostgres, startTestApp, uniquePhone, type TestApp, type TestTenant } from './helpers/app.ts';
+import { adminHeaders, API, call, createTenant, eventually, hasPostgres, startTestApp, uniquePhone, type TestApp, type TestTenant } from './helpers/app.ts';
 import { expectError } from './helpers/expect.ts';
 
 const REQ_ID = /^req_[0-9a-f]{12}$/;
@@ -9,17 +9,20 @@ const REQ_ID = /^req_[0-9a-f]{12}$/;
 describe.skipIf(!hasPostgres)('shutting down', () => {
   it('a request that reaches the app while it closes is a 503 in the envelope; the in-flight one still completes', async () => {
     let release!: () => void;
+    let entered!: () => void;
     const held = new Promise<void>((resolve) => { release = resolve; });
-    const app = await startTestApp({}, { routes: (a) => { a.get('/__test/slow', async () => { await held; return { done: true }; }); } });
+    const inHandler = new Promise<void>((resolve) => { entered = resolve; });
+    const app = await startTestApp({}, { routes: (a) => { a.get('/__test/slow', async () => { entered(); await held; return { done: true }; }); } });
     await app.app.listen({ port: 0, host: '127.0.0.1' });
     const client = new Client(`http://127.0.0.1:${(app.app.server.address() as AddressInfo).port}`, { pipelining: 2 });
     try {
       const slow = client.request({ method: 'GET', path: '/__test/slow' });
-      await new Promise((r) => setTimeout(r, 20));
+      await inHandler; // in flight for certain before the app starts closing
       // Pipelined on the same connection: the server reads it only once the slow one has answered.
       const queued = client.request({ method: 'GET', path: '/healthz' });
       const closed = app.close();
-      await new Promise((r) => setTimeout(r, 100));
+      // The server stops listening only after the preClose hooks ran: from then on the app is closing.
+      await eventually(async () => !app.app.server.listening, 5_000, 10);
       release();
       const first = await slow;
       expect(first.statusCode).toBe(200);
