@@ -7,7 +7,7 @@ import { installErrorHandling, sendError } from './http/error-handler.ts';
 import { installPublicApiHooks } from './http/public-api.ts';
 import { installValidators } from './http/validation.ts';
 import { requestIdFor } from './http/request-id.ts';
-import { MAX_JSON_DEPTH, nestsDeeperThan } from './http/storable-text.ts';
+import { MAX_JSON_DEPTH, assertStorableText, nestsDeeperThan } from './http/storable-text.ts';
 import { adminRoutes } from './modules/admin/admin.routes.ts';
 import { callbackRoutes } from './modules/callbacks/callbacks.routes.ts';
 import { contactActivityRoutes } from './modules/contacts/activity.routes.ts';
@@ -56,10 +56,17 @@ export async function buildApp(deps: Deps): Promise<FastifyInstance> {
     throw new AppError('INTERNAL_ERROR', 'The service is shutting down; retry the request', {}, 503);
   });
   installValidators(base);
+  // Parsed JSON bodies of every route (raw bodies, the upstream callbacks' bytes, are checked where parsed).
   // Before validation, fingerprinting or any walk of the body: a body nested past any sensible depth
   // would overflow the stack of whatever recursive code reads it next.
   base.addHook('preValidation', async (request) => {
+    if (Buffer.isBuffer(request.body)) return;
     if (nestsDeeperThan(request.body)) throw validationError(`The body nests objects or arrays deeper than ${MAX_JSON_DEPTH} levels`, ['body'], null, 'too_deep');
+  });
+  // After validation: text the database cannot store, anywhere in the body, is a 400 naming the field.
+  base.addHook('preHandler', async (request) => {
+    if (Buffer.isBuffer(request.body) || request.routeOptions.config.validatesItems) return;
+    assertStorableText(request.body, ['body']);
   });
   app.addHook('onResponse', async (request, reply) => {
     deps.metrics.httpRequests.observe(

@@ -5,7 +5,6 @@ import { AppError } from './errors.ts';
 import { handleError, sendError } from './error-handler.ts';
 import { IdempotencyStore, shouldKeepResponse } from './idempotency.ts';
 import { checkRateLimit, currentRateLimit, rateLimitHeaders, type RateCounter } from './rate-limit.ts';
-import { assertStorableText } from './storable-text.ts';
 
 declare module 'fastify' {
   interface FastifyContextConfig {
@@ -68,11 +67,6 @@ export function installPublicApiHooks(app: FastifyInstance, deps: PublicApiDeps)
     if (keyed && (await replayIdempotent(request, reply, deps))) return reply;
     if (await countRequest(request, reply, deps)) return reply;
     if (readBody && !keyed) await readBody(request);
-  });
-
-  // After schema validation: text the database cannot store, anywhere in a JSON body, is a 400 naming the field.
-  app.addHook('preHandler', async (request) => {
-    if (!request.routeOptions.config.validatesItems) assertStorableText(request.body, ['body']);
   });
 
   // An authenticated request that fails before preValidation (malformed JSON, body too large,

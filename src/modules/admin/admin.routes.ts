@@ -1,6 +1,5 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { safeEqual } from '../../crypto/safe-equal.ts';
-import { assertStorableText } from '../../http/storable-text.ts';
 import type { Metrics } from '../../metrics.ts';
 import { SCOPES, PRESETS, WILDCARD } from '../tenants/scopes.ts';
 import { assertAdminToken, type AdminService } from './admin.service.ts';
@@ -12,7 +11,6 @@ import { Type } from 'typebox';
 
 export const adminRoutes: FastifyPluginAsyncTypebox<{ admin: AdminService; adminToken: string; metrics: Metrics }> = async (app, { admin, adminToken, metrics }) => {
   app.addHook('onRequest', async (req) => assertAdminToken(req.headers.authorization, adminToken, safeEqual));
-  app.addHook('preHandler', async (req) => assertStorableText(req.body, ['body']));
 
   app.post('/tenants', { schema: { body: TenantCreate, response: { 201: Tenant } } },
     async (req, reply) => reply.code(201).send(await admin.createTenant(req.body.name, req.body.plan)));

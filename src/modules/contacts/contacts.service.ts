@@ -37,7 +37,6 @@ function contactFields<T extends object>(input: T, fields: readonly string[]): P
   return Object.fromEntries(fields.filter((f) => f in input && (input as Record<string, unknown>)[f] !== undefined).map((f) => [f, (input as Record<string, unknown>)[f]]));
 }
 
-
 const INVALID_PHONE = 'phone must be a valid phone number in E.164 format (+<country code><number>)';
 
 function normalisedPhone(phone: string, loc: (string | number)[]): string {
