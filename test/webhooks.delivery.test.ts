@@ -55,6 +55,20 @@ describe.skipIf(!hasPostgres)('webhook delivery (real HTTPS receiver, real worke
     (await call(t.app, tenant, 'POST', '/contacts', { first_name: 'Webhook', phone: uniquePhone(), ...extra })).json();
   const deliveriesOf = (endpointId: string) =>
     t.deps.db.selectFrom('webhook_deliveries').selectAll().where('endpoint_id', '=', endpointId).orderBy('created_at').execute();
+  /** `count` endpoints of a new tenant whose receiver never answers, and `events` contact.created events queued to each. */
+  async function hungEndpoints(name: string, count: number, events: number) {
+    const tenant = await createTenant(t.app);
+    const ids: string[] = [];
+    for (let i = 0; i < count; i++) {
+      const path = freshPath(name);
+      receiver.behave(path, 'hang');
+      ids.push((await endpointFor(tenant, path)).data.id);
+    }
+    const bulk = await call(t.app, tenant, 'POST', '/contacts/bulk', { contacts: Array.from({ length: events }, () => ({ first_name: 'Hung', phone: uniquePhone() })) });
+    expect(bulk.json().created).toBe(events);
+    return { tenant, ids };
+  }
+
   /**
    * A deliverer of the test's own, with its own sender (the attempt deadline is `timeoutMs`), small
    * enough that a couple of hung endpoints fill its per-endpoint caps. Stop it before the test ends.
@@ -406,17 +420,9 @@ describe.skipIf(!hasPostgres)('webhook delivery (real HTTPS receiver, real worke
 
   it('rows held back by hung endpoints do not stop claims for other endpoints', async () => {
     await stopDeliverer();
-    const hungTenant = await createTenant(t.app);
-    const hung: string[] = [];
-    for (let i = 0; i < 2; i++) {
-      const path = freshPath('hung-cap');
-      receiver.behave(path, 'hang');
-      hung.push((await endpointFor(hungTenant, path)).data.id);
-    }
     // Each hung endpoint: 2 attempts in flight (its cap) and 2 claimed rows waiting behind them;
     // together the waiting rows are half of this worker's 8 slots.
-    const bulk = await call(t.app, hungTenant, 'POST', '/contacts/bulk', { contacts: Array.from({ length: 4 }, () => ({ first_name: 'Hung', phone: uniquePhone() })) });
-    expect(bulk.json().created).toBe(4);
+    const { tenant: hungTenant, ids: hung } = await hungEndpoints('hung-cap', 2, 4);
     const own = ownDeliverer({ timeoutMs: 3_000, endpointConcurrency: 2 });
     try {
       await eventually(async () => {
@@ -511,15 +517,7 @@ describe.skipIf(!hasPostgres)('webhook delivery (real HTTPS receiver, real worke
 
   it('retries to dead endpoints cannot starve first attempts (slots reserved for fresh traffic)', async () => {
     // 4 dead endpoints x per-endpoint cap 2 could fill all 8 slots with retries; the retry cap (4) keeps 4 for first attempts.
-    const deadTenant = await createTenant(t.app);
-    const dead: string[] = [];
-    for (let i = 0; i < 4; i++) {
-      const path = freshPath('dead-retries');
-      receiver.behave(path, 'hang');
-      dead.push((await endpointFor(deadTenant, path)).data.id);
-    }
-    const bulk = await call(t.app, deadTenant, 'POST', '/contacts/bulk', { contacts: Array.from({ length: 3 }, () => ({ first_name: 'Dead', phone: uniquePhone() })) });
-    expect(bulk.json().created).toBe(3);
+    const { tenant: deadTenant, ids: dead } = await hungEndpoints('dead-retries', 4, 3);
     // Wait until every dead delivery has failed once: from now on they are all retries.
     await eventually(async () => {
       const rows = await t.deps.db.selectFrom('webhook_deliveries').select('attempt_number').where('endpoint_id', 'in', dead).execute();
