@@ -11,6 +11,7 @@ const isCount = (v: unknown): v is number => typeof v === 'number' && Number.isI
 
 const OUTCOMES: readonly RecipientOutcome[] = ['reject', 'fail', 'no_read', 'ok'];
 const DEFAULT_REJECT_CODE = 131026;
+const MAX_DELAY_MS = 3_600_000;
 
 /** `PUT /__sandbox/config`: every field optional; the whole new configuration is returned. */
 export function updateConfig(state: SandboxState, body: unknown): Reply {
@@ -46,11 +47,13 @@ export function setRecipientRule(state: SandboxState, body: unknown): Reply {
   if (!isObject(body) || typeof body.to !== 'string' || digitsOf(body.to).length === 0) return bad('to is required');
   if (!OUTCOMES.includes(body.outcome as RecipientOutcome)) return bad(`outcome must be one of ${OUTCOMES.join(', ')}`);
   if (body.error_code !== undefined && !isCount(body.error_code)) return bad('error_code must be a non-negative integer');
+  if (body.delay_ms !== undefined && (!isCount(body.delay_ms) || body.delay_ms > MAX_DELAY_MS)) return bad(`delay_ms must be an integer from 0 to ${MAX_DELAY_MS}`);
   const outcome = body.outcome as RecipientOutcome;
   const errorCode = (body.error_code as number | undefined) ?? DEFAULT_REJECT_CODE;
-  if (outcome === 'ok') state.recipients.delete(digitsOf(body.to));
-  else state.recipients.set(digitsOf(body.to), { outcome, errorCode });
-  return { status: 200, body: { to: body.to, outcome, error_code: outcome === 'reject' || outcome === 'fail' ? errorCode : null } };
+  const delayMs = (body.delay_ms as number | undefined) ?? 0;
+  if (outcome === 'ok' && delayMs === 0) state.recipients.delete(digitsOf(body.to));
+  else state.recipients.set(digitsOf(body.to), { outcome, errorCode, delayMs });
+  return { status: 200, body: { to: body.to, outcome, error_code: outcome === 'reject' || outcome === 'fail' ? errorCode : null, delay_ms: delayMs } };
 }
 
 export function reviewTemplate(state: SandboxState, body: unknown): Reply {

@@ -14,6 +14,28 @@ const MAX_CALLBACK_DATA = 512;
 const RATE_LIMIT_SUBCODE = 2494055;
 const DEFAULT_RECIPIENT_ERROR = 131026;
 const MAX_MEDIA_RECORDS = 10_000;
+const MEDIA_ERROR = 131053;
+
+interface HeaderMedia { type: 'image' | 'video' | 'document'; id?: string; link?: string }
+
+/** The media parameter of a send's header (already checked against the template), if any. */
+function headerMedia(components: unknown): HeaderMedia | null {
+  if (!Array.isArray(components)) return null;
+  const header = components.find((c) => isObject(c) && String(c.type).toLowerCase() === 'header') as Obj | undefined;
+  const param = Array.isArray(header?.parameters) ? header.parameters[0] : undefined;
+  if (!isObject(param) || (param.type !== 'image' && param.type !== 'video' && param.type !== 'document')) return null;
+  const value = param[param.type] as Obj;
+  return { type: param.type, id: typeof value.id === 'string' ? value.id : undefined, link: typeof value.id === 'string' ? undefined : value.link as string };
+}
+
+function isWebUrl(link: string): boolean {
+  try {
+    const url = new URL(link);
+    return (url.protocol === 'https:' || url.protocol === 'http:') && url.hostname !== '';
+  } catch {
+    return false;
+  }
+}
 
 /** Message ids: a per-instance random prefix and a counter, so the hot path allocates little. */
 const wamidPrefix = 'wamid.HBgL' + randomBytes(9).toString('base64url');
@@ -78,6 +100,7 @@ export class GraphHandlers {
     let language: string | null = null;
     let components: unknown = null;
     let category: string | null = null;
+    let mediaFailure: string | null = null;
     if (type === 'template') {
       const template = body.template;
       if (!isObject(template) || typeof template.name !== 'string' || template.name === '') {
@@ -93,6 +116,11 @@ export class GraphHandlers {
       if (found.status === 'DISABLED') return fromError(graphError(132016, { details: `Template ${template.name} is disabled.` }));
       const problem = checkSendComponents(found.expected, template.components);
       if (problem) return fromError(graphError(problem.code, { details: problem.details }));
+      const media = headerMedia(template.components);
+      if (media?.link !== undefined && !isWebUrl(media.link)) {
+        return fromError(graphError(131009, { details: `header: ${media.type}.link is not a valid http(s) URL` }));
+      }
+      mediaFailure = media ? this.mediaFailure(phoneNumberId, media) : null;
       templateName = found.name;
       language = found.language;
       components = template.components ?? [];
@@ -116,17 +144,36 @@ export class GraphHandlers {
       biz_opaque_callback_data: (callbackData as string | undefined) ?? null, at: new Date().toISOString(),
     });
     if (state.config.callbacks && state.config.callback_url) {
-      const errorCode = rule?.errorCode ?? DEFAULT_RECIPIENT_ERROR;
+      // Header media is fetched after the 200, as Meta does: a bad one fails the message by callback.
+      const errorCode = mediaFailure ? MEDIA_ERROR : rule?.errorCode ?? DEFAULT_RECIPIENT_ERROR;
       state.statuses.accepted({
         id: messageId, phoneNumberId, wabaId: state.templates.wabaOf(phoneNumberId) ?? phoneNumberId, recipientId,
         callbackData: (callbackData as string | undefined) ?? null, category,
-        outcome: rule?.outcome ?? 'ok', errorCode, errorTitle: lookupErrorCode(errorCode)?.title ?? 'Message failed',
+        outcome: mediaFailure ? 'fail' : rule?.outcome ?? 'ok', errorCode, errorTitle: lookupErrorCode(errorCode)?.title ?? 'Message failed',
+        errorDetails: mediaFailure ?? undefined, delayMs: rule?.delayMs,
       });
     }
     return {
       status: 200,
       body: { messaging_product: 'whatsapp', contacts: [{ input: to, wa_id: recipientId }], messages: [{ id: messageId }] },
     };
+  }
+
+  /**
+   * Why the header media of an accepted send cannot be fetched, or null. A link on a host under
+   * the reserved `.invalid` top-level domain stands for one that does not download; an id must be
+   * one this phone number uploaded, of the header's kind.
+   */
+  private mediaFailure(phoneNumberId: string, media: HeaderMedia): string | null {
+    if (media.link !== undefined) {
+      const host = new URL(media.link).hostname;
+      return host === 'invalid' || host.endsWith('.invalid') ? `Downloading media from weblink failed: host ${host} could not be resolved.` : null;
+    }
+    const record = media.id === undefined ? undefined : this.state.media.get(media.id);
+    if (!record || record.phoneNumberId !== phoneNumberId) return `Media id ${media.id} was not found for this phone number.`;
+    const family = record.mimeType.split('/')[0];
+    const fits = media.type === 'document' ? family === 'application' || family === 'text' : family === media.type;
+    return fits ? null : `Media id ${media.id} is ${record.mimeType}, which cannot be sent as ${media.type === 'image' ? 'an' : 'a'} ${media.type}.`;
   }
 
   createTemplate(wabaId: string, raw: Buffer): Reply {

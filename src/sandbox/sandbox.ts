@@ -12,6 +12,14 @@
  *   templates of that name and language (pending or not, with a callback) and at review time to
  *   ones created later; an optional `waba_id` in the body limits it to that WABA.
  * - `callbacks: false` silences status and template callbacks; `/__sandbox/inbound` still posts.
+ * - Header media is checked after the 200, as Meta fetches it then: a `link` on a host under the
+ *   reserved `.invalid` domain (e.g. https://cdn.sandbox.invalid/x.png) stands for one that cannot
+ *   be downloaded, and an `id` must be one this phone number uploaded, of the header's kind;
+ *   otherwise the message gets a `failed` status with 131053 instead of sent/delivered/read.
+ * - `POST /__sandbox/recipients {to, outcome, error_code?, delay_ms?}`: `delay_ms` holds that
+ *   recipient's first status (sent or failed) back, for campaigns whose outcomes arrive late.
+ * - Statuses carry `pricing` on sent and delivered (a template in its category; a free-form
+ *   message as a free service message), never on read or failed.
  * - `POST /__sandbox/reset` forgets recipient rules, review rules, the sends log and throughput
  *   windows, and restores the configuration defaults except `callback_url`; templates stay.
  */

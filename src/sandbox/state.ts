@@ -17,6 +17,8 @@ export interface SandboxConfig {
 export interface RecipientRule {
   outcome: RecipientOutcome;
   errorCode: number;
+  /** How long the first status callback of a send to this recipient is held back. */
+  delayMs: number;
 }
 
 export interface MediaRecord {

@@ -13,6 +13,10 @@ export interface AcceptedMessage {
   outcome: RecipientOutcome;
   errorCode: number;
   errorTitle: string;
+  /** What went wrong in the failed status's `error_data.details`; the title when absent. */
+  errorDetails?: string;
+  /** Held this long before the first status (sent, or failed) is queued. */
+  delayMs?: number;
 }
 
 interface PendingStatus {
@@ -39,18 +43,29 @@ export class StatusPipeline {
   private fresh: PendingStatus[] = [];
   private advanced: PendingStatus[] = [];
   private timer: NodeJS.Timeout | null = null;
+  private readonly delayed = new Set<NodeJS.Timeout>();
   private closed = false;
 
   constructor(private readonly deliverer: CallbackDeliverer, private readonly options: StatusPipelineOptions) {}
 
   accepted(message: AcceptedMessage): void {
+    if (message.delayMs && message.delayMs > 0) {
+      const timer = setTimeout(() => {
+        this.delayed.delete(timer);
+        if (!this.closed) this.accepted({ ...message, delayMs: 0 });
+      }, message.delayMs);
+      timer.unref();
+      this.delayed.add(timer);
+      return;
+    }
     this.fresh.push({ message, stage: message.outcome === 'fail' ? 'failed' : 'sent' });
     if (this.fresh.length >= this.options.batchSize) this.post(this.takeFresh());
     else this.arm();
   }
 
+  /** Statuses waiting to be posted, delayed first statuses included. */
   pending(): number {
-    return this.fresh.length + this.advanced.length;
+    return this.fresh.length + this.advanced.length + this.delayed.size;
   }
 
   private arm(): void {
@@ -64,7 +79,7 @@ export class StatusPipeline {
     const due = this.advanced.concat(this.takeFresh());
     this.advanced = [];
     this.post(due);
-    if (this.pending() > 0) this.arm();
+    if (this.fresh.length + this.advanced.length > 0) this.arm();
   }
 
   private takeFresh(): PendingStatus[] {
@@ -118,6 +133,8 @@ export class StatusPipeline {
     this.closed = true;
     if (this.timer) clearTimeout(this.timer);
     this.timer = null;
+    for (const timer of this.delayed) clearTimeout(timer);
+    this.delayed.clear();
     this.fresh = [];
     this.advanced = [];
   }
@@ -132,14 +149,19 @@ function nextStage({ message, stage }: PendingStatus): Stage | null {
 function statusJson({ message, stage }: PendingStatus, timestamp: string): Record<string, unknown> {
   const status: Record<string, unknown> = { id: message.id, status: stage, timestamp, recipient_id: message.recipientId };
   if (message.callbackData !== null) status.biz_opaque_callback_data = message.callbackData;
-  if (stage === 'sent') {
-    status.pricing = { billable: true, pricing_model: 'PMP', type: 'regular', category: (message.category ?? 'utility').toLowerCase() };
-  }
+  // Meta prices a message on `sent` and again on one of delivered/read (reference §7); never on failed.
+  if (stage === 'sent' || stage === 'delivered') status.pricing = pricingOf(message);
   if (stage === 'failed') {
     status.errors = [{
       code: message.errorCode, title: message.errorTitle, message: message.errorTitle,
-      error_data: { details: message.errorTitle }, href: ERROR_HREF,
+      error_data: { details: message.errorDetails ?? message.errorTitle }, href: ERROR_HREF,
     }];
   }
   return status;
+}
+
+/** Per-message pricing: a template is billed in its category; a free-form reply is a free service message. */
+function pricingOf(message: AcceptedMessage): Record<string, unknown> {
+  if (message.category === null) return { billable: false, pricing_model: 'PMP', type: 'free_customer_service', category: 'service' };
+  return { billable: true, pricing_model: 'PMP', type: 'regular', category: message.category.toLowerCase() };
 }

@@ -92,3 +92,31 @@ export function templateSend(to: string, name: string, bodyParams: string[] = ['
     ...extra,
   };
 }
+
+export interface UploadOptions {
+  /** The file part's Content-Type; null leaves the header out. */
+  contentType?: string | null;
+  filename?: string;
+  /** Form fields sent before the file (messaging_product, type). */
+  fields?: Record<string, string>;
+  /** Query string fields (as whatsapp-api-js sends messaging_product). */
+  query?: Record<string, string>;
+}
+
+/** POST /{phone}/media as a multipart form, the way Graph clients send it. */
+export async function uploadMedia(sandbox: Sandbox, phoneId: string, bytes: Buffer, options: UploadOptions = {}): Promise<HttpReply> {
+  const boundary = `----sandboxtest${randomBytes(6).toString('hex')}`;
+  const fields = options.fields ?? { messaging_product: 'whatsapp', type: options.contentType ?? 'image/png' };
+  const parts: Buffer[] = Object.entries(fields).map(([name, value]) => Buffer.from(`--${boundary}\r\nContent-Disposition: form-data; name="${name}"\r\n\r\n${value}\r\n`));
+  const type = options.contentType === undefined ? 'image/png' : options.contentType;
+  parts.push(Buffer.from(`--${boundary}\r\nContent-Disposition: form-data; name="file"; filename="${options.filename ?? 'file.png'}"\r\n${type === null ? '' : `Content-Type: ${type}\r\n`}\r\n`), bytes, Buffer.from(`\r\n--${boundary}--\r\n`));
+  const query = options.query ? `?${new URLSearchParams(options.query)}` : '';
+  const res = await request(`${sandbox.baseUrl}/${phoneId}/media${query}`, {
+    method: 'POST', headers: { authorization: `Bearer ${TOKEN}`, 'content-type': `multipart/form-data; boundary=${boundary}` }, body: Buffer.concat(parts),
+  });
+  const text = await res.body.text();
+  return { status: res.statusCode, body: text ? JSON.parse(text) : null };
+}
+
+export const PNG_BYTES = Buffer.concat([Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]), Buffer.alloc(64, 1)]);
+export const PDF_BYTES = Buffer.from('%PDF-1.4\n1 0 obj<<>>endobj\ntrailer<<>>\n%%EOF\n');

@@ -1,7 +1,9 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { eventually } from '../helpers/app.ts';
 import type { Sandbox } from '../../src/sandbox/sandbox.ts';
-import { approvedTemplate, http, startReceiver, startTestSandbox, templateSend, uniqueId, uniquePhone, type CallbackReceiver } from './helpers.ts';
+import {
+  approvedTemplate, http, PDF_BYTES, PNG_BYTES, startReceiver, startTestSandbox, templateSend, uniqueId, uniquePhone, uploadMedia, type CallbackReceiver,
+} from './helpers.ts';
 
 describe('sandbox: sends and status callbacks', () => {
   let sandbox: Sandbox;
@@ -163,6 +165,76 @@ describe('sandbox: sends and status callbacks', () => {
 
     const log = await http('GET', `${sandbox.url}/__sandbox/sends?to=${encodeURIComponent(rejected)}`);
     expect(log.body.data).toEqual([]);
+  });
+
+  it('accepts header media it cannot fetch, then fails the message with 131053 by callback (an undownloadable link, an unknown or foreign id, the wrong kind)', async () => {
+    const image = await approvedTemplate(sandbox, wabaId, [{ type: 'HEADER', format: 'IMAGE', example: { header_handle: ['4::aW1hZ2U=:h'] } }, { type: 'BODY', text: 'Hi there' }]);
+    const withHeader = (param: unknown, extra: Record<string, unknown> = {}) => send({
+      messaging_product: 'whatsapp', to: uniquePhone(), type: 'template', ...extra,
+      template: { name: image.name, language: { code: 'en_US' }, components: [{ type: 'header', parameters: [param] }] },
+    });
+    const own = (await uploadMedia(sandbox, phoneId, PNG_BYTES)).body.id;
+    const pdf = (await uploadMedia(sandbox, phoneId, PDF_BYTES, { contentType: 'application/pdf', filename: 'a.pdf' })).body.id;
+    const foreign = (await uploadMedia(sandbox, uniqueId(), PNG_BYTES)).body.id;
+    const cases = {
+      brokenLink: { type: 'image', image: { link: 'https://cdn.sandbox.invalid/missing.png' } },
+      unknownId: { type: 'image', image: { id: '999000111222' } },
+      foreignId: { type: 'image', image: { id: foreign } },
+      wrongKind: { type: 'image', image: { id: pdf } },
+      goodLink: { type: 'image', image: { link: 'https://cdn.example.com/logo.png' } },
+      goodId: { type: 'image', image: { id: own } },
+    };
+    const ids: Record<string, string> = {};
+    for (const [name, param] of Object.entries(cases)) {
+      const res = await withHeader(param, { biz_opaque_callback_data: name });
+      expect(res.status, name).toBe(200);
+      ids[name] = res.body.messages[0].id;
+    }
+    for (const name of ['brokenLink', 'unknownId', 'foreignId', 'wrongKind']) {
+      const failure = await eventually(async () => statusesOf(ids[name]).find((s) => s.status === 'failed'));
+      expect(failure, name).toMatchObject({ biz_opaque_callback_data: name, errors: [{ code: 131053, title: 'Media upload error', error_data: { details: expect.any(String) } }] });
+      expect(failure.pricing).toBeUndefined();
+    }
+    expect(statusesOf(ids.brokenLink)[0].errors[0].error_data.details).toContain('cdn.sandbox.invalid');
+    for (const name of ['goodLink', 'goodId']) {
+      await eventually(async () => statusesOf(ids[name]).some((s) => s.status === 'read'));
+      expect(statusesOf(ids[name]).map((s) => s.status), name).toEqual(['sent', 'delivered', 'read']);
+    }
+    for (const name of ['brokenLink', 'unknownId', 'foreignId', 'wrongKind']) expect(statusesOf(ids[name]).map((s) => s.status), name).toEqual(['failed']);
+    // A link that is not a URL at all is refused at once.
+    const notUrl = await withHeader({ type: 'image', image: { link: 'not a url' } });
+    expect(notUrl.status).toBe(400);
+    expect(notUrl.body.error.code).toBe(131009);
+  });
+
+  it('prices a message on sent and delivered, not on read or failed; a free-form reply is a free service message', async () => {
+    const templateId = (await send(templateSend(uniquePhone(), template.name))).body.messages[0].id;
+    const textId = (await send({ messaging_product: 'whatsapp', to: uniquePhone(), type: 'text', text: { body: 'hi' } })).body.messages[0].id;
+    const statuses = await eventually(async () => { const s = statusesOf(templateId); return s.length === 3 ? s : null; });
+    const utility = { billable: true, pricing_model: 'PMP', type: 'regular', category: 'utility' };
+    expect(statuses.map((s) => [s.status, s.pricing])).toEqual([['sent', utility], ['delivered', utility], ['read', undefined]]);
+    const text = await eventually(async () => statusesOf(textId).find((s) => s.status === 'sent'));
+    expect(text.pricing).toEqual({ billable: false, pricing_model: 'PMP', type: 'free_customer_service', category: 'service' });
+  });
+
+  it('holds a recipient\'s first status for delay_ms before its outcome (failed or sent)', async () => {
+    const [slowFail, slowOk] = [uniquePhone(), uniquePhone()];
+    const rule = await http('POST', `${sandbox.url}/__sandbox/recipients`, { to: slowFail, outcome: 'fail', error_code: 131049, delay_ms: 400 });
+    expect(rule.body).toEqual({ to: slowFail, outcome: 'fail', error_code: 131049, delay_ms: 400 });
+    await http('POST', `${sandbox.url}/__sandbox/recipients`, { to: slowOk, outcome: 'ok', delay_ms: 400 });
+    const started = Date.now();
+    const failId = (await send(templateSend(slowFail, template.name))).body.messages[0].id;
+    const okId = (await send(templateSend(slowOk, template.name))).body.messages[0].id;
+    const quickId = (await send(templateSend(uniquePhone(), template.name))).body.messages[0].id;
+    const firstSeen = (id: string) => eventually(async () => (statusesOf(id).length > 0 ? Date.now() - started : null));
+    const [failAfter, okAfter, quickAfter] = await Promise.all([firstSeen(failId), firstSeen(okId), firstSeen(quickId)]);
+    expect(failAfter).toBeGreaterThanOrEqual(400);
+    expect(okAfter).toBeGreaterThanOrEqual(400);
+    expect(quickAfter).toBeLessThan(failAfter);
+    expect(statusesOf(failId).map((s) => [s.status, s.errors?.[0].code])).toEqual([['failed', 131049]]);
+    await eventually(async () => statusesOf(okId).some((s) => s.status === 'read'));
+    expect(statusesOf(okId).map((s) => s.status)).toEqual(['sent', 'delivered', 'read']);
+    expect((await http('POST', `${sandbox.url}/__sandbox/recipients`, { to: slowOk, outcome: 'ok', delay_ms: -1 })).status).toBe(400);
   });
 
   it('logs every accepted send, filterable by recipient, to count duplicates', async () => {
