@@ -81,7 +81,7 @@ export async function run(): Promise<object> {
     const auth = { authorization: `Bearer ${key.key}` };
     const templateName = `bench_${randomBytes(4).toString('hex')}`;
     const template = await json(`${url}/api/v1/public/templates`, { method: 'POST', headers: auth, body: JSON.stringify({
-      template_name: templateName, language: 'en', category: 'UTILITY', components: [{ type: 'BODY', text: 'Hello {{1}}, your order {{2}} has shipped.' }] }) });
+      template_name: templateName, language: 'en', category: 'UTILITY', components: [{ type: 'BODY', text: 'Hello {{1}}, your order {{2}} has shipped.', example: { body_text: [['Ana', 'A-1001']] } }] }) });
     await json(`${url}/api/v1/public/templates/${template.id}/submit`, { method: 'POST', headers: auth, body: '{}' });
     for (let i = 0; ; i++) {
       const res = await fetch(`${url}/api/v1/public/templates/${template.id}`, { headers: auth });

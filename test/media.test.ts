@@ -143,7 +143,7 @@ Content-Type: application/json
   it('uploads to the upstream on first use in a send and reuses the upstream id after', async () => {
     const tenant = await createConnectedTenant(t.app);
     const media = (await upload(tenant, { type: 'image' }, { name: 'a.png', type: 'image/png', bytes: PNG })).json();
-    const template = await createApprovedTemplate(t.app, tenant, { components: [{ type: 'HEADER', format: 'IMAGE' }, { type: 'BODY', text: 'Hi {{1}}' }] });
+    const template = await createApprovedTemplate(t.app, tenant, { components: [{ type: 'HEADER', format: 'IMAGE' }, { type: 'BODY', text: 'Hi {{1}}, welcome.' }] });
     const to = uniquePhone();
     const send = () => call(t.app, tenant, 'POST', '/messages/template', { to, template_name: template.template_name, components: [
       { type: 'header', parameters: [{ type: 'image', image: { media_id: media.id } }] },

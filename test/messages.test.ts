@@ -139,7 +139,7 @@ describe.skipIf(!hasPostgres)('messages: POST /messages/template', () => {
     const tenant = await createConnectedTenant(t.app);
     const template = await createApprovedTemplate(t.app, tenant, { components: [
       { type: 'HEADER', format: 'TEXT', text: 'Order {{1}}' },
-      { type: 'BODY', text: 'Total {{1}} due {{2}}' },
+      { type: 'BODY', text: 'Total {{1}} due {{2}}.' },
       { type: 'BUTTONS', buttons: [{ type: 'QUICK_REPLY', text: 'Stop' }, { type: 'URL', text: 'Track', url: 'https://shop.example/t/{{1}}' }] },
     ] });
     const to = uniquePhone();
@@ -260,7 +260,7 @@ describe.skipIf(!hasPostgres)('messages: upstream timeout and 5xx', () => {
     try {
       const tenant = await createConnectedTenant(t.app);
       // Approve a template directly: this upstream cannot review.
-      const created = (await call(t.app, tenant, 'POST', '/templates', { template_name: uniqueTemplateName(), language: 'en', category: 'UTILITY', components: [{ type: 'BODY', text: 'Hi {{1}}' }] })).json();
+      const created = (await call(t.app, tenant, 'POST', '/templates', { template_name: uniqueTemplateName(), language: 'en', category: 'UTILITY', components: [{ type: 'BODY', text: 'Hi {{1}}, welcome.', example: { body_text: [['Ana']] } }] })).json();
       expect((await call(t.app, tenant, 'POST', `/templates/${created.id}/submit`)).statusCode).toBe(502);
       await t.deps.db.updateTable('templates').set({ status: 'approved', waba_id: tenant.wabaId }).where('id', '=', created.id).execute();
       const res = await call(t.app, tenant, 'POST', '/messages/template', { to: uniquePhone(), template_name: created.template_name, components: bodyParams('a') });

@@ -130,6 +130,43 @@ describe.skipIf(!hasPostgres)('templates', () => {
     expect(rows).toEqual([]);
   });
 
+  it('checks the upstream\'s creation rules at draft creation: a 400 naming the component, nothing written', async () => {
+    const tenant = await createConnectedTenant(t.app);
+    const cases: [unknown[], (string | number)[], RegExp][] = [
+      [[{ type: 'BODY', text: 'Hello {{1}}, welcome.' }], ['body', 'components', 0, 'example'], /^BODY: every variable needs a sample value/],
+      [[{ type: 'BODY', text: '{{1}} is your order.', example: { body_text: [['A-1']] } }], ['body', 'components', 0, 'text'], /^BODY: a variable cannot start or end/],
+      [[{ type: 'BODY', text: 'Codes {{1}} {{2}} here.', example: { body_text: [['a', 'b']] } }], ['body', 'components', 0, 'text'], /^BODY: two variables cannot stand side by side/],
+      [[{ type: 'HEADER', format: 'IMAGE' }, { type: 'BODY', text: 'Hi' }], ['body', 'components', 0, 'example'], /^HEADER: a IMAGE header needs a sample/],
+      [[{ type: 'HEADER', format: 'TEXT', text: 'Order {{1}}' }, { type: 'BODY', text: 'Hi' }], ['body', 'components', 0, 'example'], /^HEADER: every variable needs a sample/],
+      [[{ type: 'BODY', text: 'Hi' }, { type: 'BUTTONS', buttons: [{ type: 'URL', text: 'Go', url: 'https://x.example/{{1}}' }] }], ['body', 'components', 1, 'buttons', 0, 'example'], /^BUTTONS: a URL button with a variable/],
+    ];
+    for (const [components, loc, msg] of cases) {
+      const res = await call(t.app, tenant, 'POST', '/templates', draft({ components }));
+      expect(res.statusCode, JSON.stringify(components)).toBe(400);
+      expect(res.json().error.details, JSON.stringify(components)).toEqual([expect.objectContaining({ loc, msg: expect.stringMatching(msg) })]);
+    }
+    expect(await t.deps.db.selectFrom('templates').select('id').where('tenant_id', '=', tenant.id).execute()).toEqual([]);
+  });
+
+  it('a template the upstream refuses at creation is rejected with the upstream\'s reason, and the submit answer says so', async () => {
+    const tenant = await createConnectedTenant(t.app);
+    // A draft stored before these rules were checked at creation: the upstream is the one to refuse it.
+    const stored = await templatesRepository.insertDraft(t.deps.db, tenant.id, {
+      template_name: uniqueTemplateName(), language: 'en', category: 'UTILITY', components: [{ type: 'BODY', text: '{{1}} is your order.', example: { body_text: [['A-1']] } }],
+    });
+    const res = await call(t.app, tenant, 'POST', `/templates/${stored.id}/submit`);
+    expect(res.statusCode).toBe(200);
+    expect(res.json()).toMatchObject({ id: stored.id, status: 'rejected', rejected_reason: expect.stringMatching(/start or end/) });
+    const row = await templatesRepository.findById(t.deps.db, tenant.id, stored.id);
+    expect(row).toMatchObject({ status: 'rejected', upstream_id: null, waba_id: tenant.wabaId, rejected_reason: res.json().rejected_reason });
+    expect((await call(t.app, tenant, 'GET', `/templates/${stored.id}`)).statusCode).toBe(404);
+    expect((await call(t.app, tenant, 'POST', `/templates/${stored.id}/submit`)).json().error.message).toMatch(/rejected template cannot be re-submitted/);
+    // A draft that passes the checks is still just pending, with no reason.
+    const fine = (await call(t.app, tenant, 'POST', '/templates', draft())).json();
+    expect(fine.rejected_reason).toBeNull();
+    expect((await call(t.app, tenant, 'POST', `/templates/${fine.id}/submit`)).json()).toMatchObject({ status: 'pending', rejected_reason: null });
+  });
+
   it('answers 409 for a duplicate name and language, and allows another language', async () => {
     const tenant = await createConnectedTenant(t.app);
     const body = draft();

@@ -46,7 +46,7 @@ export async function measureSandboxCapacityDetailed(options: CapacityOptions): 
   try {
     await post(`${root}/__sandbox/phone_numbers`, { phone_number_id: phoneNumberId, waba_id: wabaId });
     const created = await post(`${base}/${wabaId}/message_templates`, {
-      name, language: 'en', category: 'UTILITY', components: [{ type: 'BODY', text: 'Hello {{1}}, your code is {{2}}.' }],
+      name, language: 'en', category: 'UTILITY', components: [{ type: 'BODY', text: 'Hello {{1}}, your code is {{2}}.', example: { body_text: [['Ada', '1']] } }],
     });
     if (created.status !== 200) throw new Error(`capacity probe: template create failed: ${created.text}`);
     // The reviewer's decision, so the probe need not wait for the sandbox's review delay.

@@ -1,5 +1,6 @@
 import { TEMPLATE_SUBCODES } from '../upstream/error-codes.ts';
 import { expectedParams, type ExpectedParams } from './template-params.ts';
+import { checkTemplateComponents } from './template-rules.ts';
 
 export type ReviewStatus = 'APPROVED' | 'REJECTED' | 'PAUSED' | 'DISABLED';
 export const REVIEW_STATUSES: readonly ReviewStatus[] = ['APPROVED', 'REJECTED', 'PAUSED', 'DISABLED'];
@@ -65,10 +66,10 @@ export class TemplateStore {
     }
     if (typeof language !== 'string' || !LANGUAGE.test(language)) return { ok: false, code: 100, details: 'language: a supported locale code such as en or en_US is required.' };
     if (typeof category !== 'string' || !CATEGORIES.has(category.toUpperCase())) return { ok: false, code: 100, details: 'category: one of MARKETING, UTILITY, AUTHENTICATION.' };
+    const parameterFormat = String(body.parameter_format ?? 'POSITIONAL').toUpperCase();
     const components = body.components;
-    if (!Array.isArray(components) || !components.some((c) => isObject(c) && String(c.type).toUpperCase() === 'BODY')) {
-      return { ok: false, code: 100, subcode: TEMPLATE_SUBCODES.bodyFormat, details: 'components: a BODY component is required.' };
-    }
+    const refused = checkTemplateComponents(components, category.toUpperCase(), parameterFormat);
+    if (refused) return { ok: false, ...refused };
     const waba = this.wabaTemplates(wabaId);
     if (waba.has(keyOf(name, language))) {
       return {
@@ -76,10 +77,9 @@ export class TemplateStore {
         userTitle: 'Content in this language already exists', userMessage: `There is already ${language} content for this template. You can create a new template and try again.`,
       };
     }
-    const parameterFormat = String(body.parameter_format ?? 'POSITIONAL').toUpperCase();
     const template: SandboxTemplate = {
-      id: String(this.nextId++), wabaId, name, language, category: category.toUpperCase(), parameterFormat, components,
-      status: 'PENDING', rejectedReason: 'NONE', createdAt: Date.now(), expected: expectedParams(components, parameterFormat),
+      id: String(this.nextId++), wabaId, name, language, category: category.toUpperCase(), parameterFormat, components: components as unknown[],
+      status: 'PENDING', rejectedReason: 'NONE', createdAt: Date.now(), expected: expectedParams(components as unknown[], parameterFormat),
     };
     this.byId.set(template.id, template);
     waba.set(keyOf(name, language), template);

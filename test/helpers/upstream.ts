@@ -9,6 +9,7 @@ import { createDeps, type Deps } from '../../src/deps.ts';
 import { signUpstreamBody } from '../../src/modules/callbacks/callbacks.signature.ts';
 import { createSandbox, type Sandbox } from '../../src/sandbox/sandbox.ts';
 import { adminHeaders, call, createTenant, eventually, testEnv, type TestTenant } from './app.ts';
+import { withExamples } from './template-examples.ts';
 
 export const APP_SECRET = 'test_app_secret';
 export const VERIFY_TOKEN = 'test_verify_token';
@@ -66,14 +67,16 @@ export function uniqueTemplateName(prefix = 'tpl'): string {
   return `${prefix}_${Date.now().toString(36)}_${randomBytes(3).toString('hex')}_${nameCounter++}`;
 }
 
-export const BODY_TWO_VARS = [{ type: 'BODY', text: 'Hello {{1}}, your order {{2}} has shipped.' }];
+export const BODY_TWO_VARS = [{ type: 'BODY', text: 'Hello {{1}}, your order {{2}} has shipped.', example: { body_text: [['Ana', 'A-1001']] } }];
 
 /** Creates, submits and waits for the sandbox's approval (SANDBOX review of ~50 ms, by callback). */
 export interface ApprovedTemplate { id: string; template_name: string; language: string; status: string; components: unknown[] }
 
-export async function createApprovedTemplate(app: FastifyInstance, tenant: TestTenant, options: { name?: string; language?: string; components?: unknown[] } = {}): Promise<ApprovedTemplate> {
+/** Components without the sample values the upstream requires get them (withExamples). */
+export async function createApprovedTemplate(app: FastifyInstance, tenant: TestTenant, options: { name?: string; language?: string; category?: string; components?: unknown[] } = {}): Promise<ApprovedTemplate> {
   const created = await call(app, tenant, 'POST', '/templates', {
-    template_name: options.name ?? uniqueTemplateName(), language: options.language ?? 'en', category: 'UTILITY', components: options.components ?? BODY_TWO_VARS,
+    template_name: options.name ?? uniqueTemplateName(), language: options.language ?? 'en', category: options.category ?? 'UTILITY',
+    components: withExamples(options.components ?? BODY_TWO_VARS),
   });
   if (created.statusCode !== 201) throw new Error(`template create failed: ${created.body}`);
   const submitted = await call(app, tenant, 'POST', `/templates/${created.json().id}/submit`);

@@ -3,6 +3,7 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { request } from 'undici';
 import { createSandbox, type Sandbox, type SandboxOptions } from '../../src/sandbox/sandbox.ts';
+import { withExamples } from '../helpers/template-examples.ts';
 
 export const APP_SECRET = 'sandbox-test-secret';
 export const TOKEN = 'test-token';
@@ -77,9 +78,9 @@ export const uniqueId = () => String(100_000_000_000 + Math.floor(Math.random() 
 let phoneCounter = Math.floor(Math.random() * 1_000_000);
 export const uniquePhone = () => `+1415${String(2_000_000 + (phoneCounter++ % 7_000_000)).padStart(7, '0')}`;
 
-/** Creates a template on a WABA and forces it APPROVED through the control API. */
-export async function approvedTemplate(sandbox: Sandbox, wabaId: string, components: unknown[] = [{ type: 'BODY', text: 'Hello {{1}}, order {{2}} shipped.' }], name = uniqueName()): Promise<{ id: string; name: string }> {
-  const created = await http('POST', `${sandbox.baseUrl}/${wabaId}/message_templates`, { name, language: 'en_US', category: 'UTILITY', components });
+/** Creates a template on a WABA (with sample values added where missing) and forces it APPROVED through the control API. */
+export async function approvedTemplate(sandbox: Sandbox, wabaId: string, components: unknown[] = [{ type: 'BODY', text: 'Hello {{1}}, order {{2}} shipped.' }], name = uniqueName(), category = 'UTILITY'): Promise<{ id: string; name: string }> {
+  const created = await http('POST', `${sandbox.baseUrl}/${wabaId}/message_templates`, { name, language: 'en_US', category, components: withExamples(components) });
   if (created.status !== 200) throw new Error(`template create failed: ${JSON.stringify(created.body)}`);
   await http('POST', `${sandbox.url}/__sandbox/templates/review`, { name, language: 'en_US', status: 'APPROVED' });
   return { id: created.body.id, name };

@@ -119,7 +119,7 @@ describe('sandbox: sends and status callbacks', () => {
 
     const withButton = await approvedTemplate(sandbox, wabaId, [
       { type: 'HEADER', format: 'TEXT', text: 'Order {{1}}' },
-      { type: 'BODY', text: 'Hi {{1}}' },
+      { type: 'BODY', text: 'Hi {{1}}, welcome.' },
       { type: 'BUTTONS', buttons: [{ type: 'QUICK_REPLY', text: 'Stop' }, { type: 'URL', text: 'Track', url: 'https://x.example/t/{{1}}' }] },
     ]);
     const base = { messaging_product: 'whatsapp', to: uniquePhone(), type: 'template' };
@@ -133,7 +133,7 @@ describe('sandbox: sends and status callbacks', () => {
   });
 
   it('answers 132012 when a parameter type does not match the template', async () => {
-    const image = await approvedTemplate(sandbox, wabaId, [{ type: 'HEADER', format: 'IMAGE' }, { type: 'BODY', text: 'Hi {{1}}' }]);
+    const image = await approvedTemplate(sandbox, wabaId, [{ type: 'HEADER', format: 'IMAGE' }, { type: 'BODY', text: 'Hi {{1}}, welcome.' }]);
     const send1 = (headerParam: unknown) => send({
       messaging_product: 'whatsapp', to: uniquePhone(), type: 'template',
       template: { name: image.name, language: { code: 'en_US' }, components: [{ type: 'header', parameters: [headerParam] }, { type: 'body', parameters: [{ type: 'text', text: 'Ada' }] }] },

@@ -4,6 +4,8 @@ import { eventually } from '../helpers/app.ts';
 import type { Sandbox } from '../../src/sandbox/sandbox.ts';
 import { http, startReceiver, startTestSandbox, templateSend, TOKEN, uniqueId, uniqueName, uniquePhone, type CallbackReceiver } from './helpers.ts';
 
+const HI_BODY = { type: 'BODY', text: 'Hi {{1}}, welcome.', example: { body_text: [['Ana']] } };
+
 describe('sandbox: templates, review and status callbacks', () => {
   let sandbox: Sandbox;
   let receiver: CallbackReceiver;
@@ -21,7 +23,7 @@ describe('sandbox: templates, review and status callbacks', () => {
   });
 
   const create = (name: string, extra: Record<string, unknown> = {}, waba = wabaId) => http('POST', `${sandbox.baseUrl}/${waba}/message_templates`, {
-    name, language: 'en_US', category: 'MARKETING', components: [{ type: 'BODY', text: 'Hi {{1}}' }], ...extra,
+    name, language: 'en_US', category: 'MARKETING', components: [HI_BODY], ...extra,
   });
   const templateEvents = (id: string) => receiver.received
     .flatMap((r) => r.body.entry.flatMap((e: any) => e.changes.filter((c: any) => c.field === 'message_template_status_update').map((c: any) => ({ ...c.value, waba: e.id }))))
@@ -41,7 +43,7 @@ describe('sandbox: templates, review and status callbacks', () => {
     });
     expect(typeof event.message_template_id).toBe('number');
     const got = await http('GET', `${sandbox.baseUrl}/${id}`);
-    expect(got.body).toMatchObject({ id, name, language: 'en_US', status: 'APPROVED', category: 'MARKETING', components: [{ type: 'BODY', text: 'Hi {{1}}' }] });
+    expect(got.body).toMatchObject({ id, name, language: 'en_US', status: 'APPROVED', category: 'MARKETING', components: [HI_BODY] });
   });
 
   it('applies a REJECTED outcome set before creation when the review completes', async () => {
@@ -102,6 +104,56 @@ describe('sandbox: templates, review and status callbacks', () => {
     expect((await create('Bad Name')).body.error.code).toBe(100);
     expect((await create(uniqueName(), { category: 'SHIPPING_UPDATE' })).body.error.code).toBe(100);
     expect((await create(uniqueName(), { components: [{ type: 'FOOTER', text: 'x' }] })).body.error.code).toBe(100);
+  });
+
+  it('refuses at creation, with Meta\'s error 100 and subcode, what Meta refuses before review', async () => {
+    const body = (text: string, samples?: string[]) => ({ type: 'BODY', text, ...(samples ? { example: { body_text: [samples] } } : {}) });
+    const cases: [string, unknown[], number | undefined, Record<string, unknown>?][] = [
+      ['variable without example', [body('Hi {{1}}, welcome.')], undefined],
+      ['too few example values', [body('Hi {{1}}, order {{2}} shipped.', ['Ana'])], undefined],
+      ['body starting with a variable', [body('{{1}} is here.', ['Ana'])], 2388299],
+      ['body ending with a variable', [body('Welcome {{1}}', ['Ana'])], 2388299],
+      ['adjacent variables', [body('Hi {{1}} {{2}} there.', ['a', 'b'])], 2388293],
+      ['variables out of sequence', [body('Hi {{1}} and {{3}} there.', ['a', 'b'])], 2388072],
+      ['body over 1,024 characters', [body('x'.repeat(1025))], 2388040],
+      ['media header without header_handle', [{ type: 'HEADER', format: 'IMAGE' }, body('Hi')], 2388047],
+      ['text header variable without example', [{ type: 'HEADER', format: 'TEXT', text: 'Order {{1}}' }, body('Hi')], undefined],
+      ['text header with two variables', [{ type: 'HEADER', format: 'TEXT', text: '{{1}} {{2}}', example: { header_text: ['a', 'b'] } }, body('Hi')], 2388047],
+      ['header over 60 characters', [{ type: 'HEADER', format: 'TEXT', text: 'x'.repeat(61) }, body('Hi')], 2388040],
+      ['variable in the footer', [body('Hi'), { type: 'FOOTER', text: 'Bye {{1}}' }], 2388073],
+      ['footer over 60 characters', [body('Hi'), { type: 'FOOTER', text: 'x'.repeat(61) }], 2388040],
+      ['URL button variable without example', [body('Hi'), { type: 'BUTTONS', buttons: [{ type: 'URL', text: 'Go', url: 'https://x.example/{{1}}' }] }], undefined],
+      ['URL variable not at the end', [body('Hi'), { type: 'BUTTONS', buttons: [{ type: 'URL', text: 'Go', url: 'https://x.example/{{1}}/a', example: ['https://x.example/1/a'] }] }], undefined],
+      ['eleven buttons', [body('Hi'), { type: 'BUTTONS', buttons: Array.from({ length: 11 }, (_, i) => ({ type: 'QUICK_REPLY', text: `B${i}` })) }], undefined],
+      ['three URL buttons', [body('Hi'), { type: 'BUTTONS', buttons: [1, 2, 3].map((i) => ({ type: 'URL', text: `U${i}`, url: 'https://x.example' })) }], undefined],
+      ['button text over 25 characters', [body('Hi'), { type: 'BUTTONS', buttons: [{ type: 'QUICK_REPLY', text: 'x'.repeat(26) }] }], undefined],
+      ['OTP button outside AUTHENTICATION', [body('Hi'), { type: 'BUTTONS', buttons: [{ type: 'OTP', otp_type: 'COPY_CODE' }] }], undefined],
+      ['named variable without example', [body('Hi {{first_name}}, welcome.')], undefined, { parameter_format: 'NAMED' }],
+      ['positional variable in a NAMED template', [body('Hi {{1}}, welcome.', ['Ana'])], 2388072, { parameter_format: 'NAMED' }],
+      ['two BODY components', [body('Hi'), body('Again')], undefined],
+      ['unknown component', [body('Hi'), { type: 'CAROUSEL_X' }], undefined],
+    ];
+    const stored = sandbox.state.templates.list(wabaId).length;
+    for (const [what, components, subcode, extra] of cases) {
+      const res = await create(uniqueName(), { components, ...extra });
+      expect(res.status, what).toBe(400);
+      expect(res.body.error, what).toMatchObject({ code: 100, type: 'OAuthException', error_data: { details: expect.any(String) }, error_user_msg: expect.any(String) });
+      expect(res.body.error.error_subcode, what).toBe(subcode);
+    }
+    expect(sandbox.state.templates.list(wabaId)).toHaveLength(stored); // nothing refused went to review
+
+    // The same shapes written as Meta wants them are taken.
+    const good = await create(uniqueName(), { components: [
+      { type: 'HEADER', format: 'IMAGE', example: { header_handle: ['4::aW1hZ2UvanBlZw==:ARZ'] } },
+      body('Olá {{1}}, seu pedido {{2}} saiu para entrega.', ['Ana', 'A-1001']),
+      { type: 'FOOTER', text: 'Responda PARAR para não receber avisos' },
+      { type: 'BUTTONS', buttons: [{ type: 'URL', text: 'Rastrear', url: 'https://loja.example/rastreio/{{1}}', example: ['https://loja.example/rastreio/A-1001'] }, { type: 'QUICK_REPLY', text: 'Parar avisos' }] },
+    ] });
+    expect(good.status).toBe(200);
+    const named = await create(uniqueName(), { parameter_format: 'NAMED', components: [
+      { type: 'BODY', text: 'Hi {{first_name}}, order {{order_id}} shipped.', example: { body_text_named_params: [{ param_name: 'first_name', example: 'Ana' }, { param_name: 'order_id', example: 'A-1' }] } },
+    ] });
+    expect(named.status).toBe(200);
   });
 
   it('lists a WABA\'s templates with name and status filters and cursor paging', async () => {

@@ -23,7 +23,7 @@ describe('upstream client against the sandbox', () => {
     client = createUpstreamClient({ baseUrl: sandbox.baseUrl, timeoutMs: 2000, connections: 8 });
     await http('POST', `${sandbox.url}/__sandbox/phone_numbers`, { phone_number_id: account.phoneNumberId, waba_id: account.wabaId });
     templateName = uniqueName('client');
-    const created = await client.createTemplate(account, { name: templateName, language: 'en_US', category: 'UTILITY', components: [{ type: 'BODY', text: 'Hi {{1}}' }] });
+    const created = await client.createTemplate(account, { name: templateName, language: 'en_US', category: 'UTILITY', components: [{ type: 'BODY', text: 'Hi {{1}}, welcome.', example: { body_text: [['Ana']] } }] });
     expect(created.kind).toBe('accepted');
     await eventually(async () => {
       const got = await client.getTemplate(account, created.kind === 'accepted' ? created.value.id : '');

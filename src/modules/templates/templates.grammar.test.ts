@@ -1,14 +1,14 @@
 import { describe, expect, it } from 'vitest';
 import { LANGUAGE, TEMPLATE_NAME, placeholderPlan, validateComponents } from './templates.grammar.ts';
 
-const body = (text: string) => ({ type: 'BODY', text });
+const body = (text: string, ...samples: string[]) => (samples.length > 0 ? { type: 'BODY', text, example: { body_text: [samples] } } : { type: 'BODY', text });
 const msgs = (components: unknown) => validateComponents(components).issues.map((i) => i.msg);
 
 describe('template grammar', () => {
   it('accepts a full template and derives what a send must fill', () => {
     const components = [
-      { type: 'HEADER', format: 'TEXT', text: 'Order {{1}}' },
-      body('Hi {{1}}, your order {{2}} ships {{1}} today.'),
+      { type: 'HEADER', format: 'TEXT', text: 'Order {{1}}', example: { header_text: ['A-1'] } },
+      body('Hi {{1}}, your order {{2}} ships {{1}} today.', 'Ana', 'A-1'),
       { type: 'FOOTER', text: 'Reply STOP to opt out' },
       { type: 'BUTTONS', buttons: [
         { type: 'URL', text: 'Track', url: 'https://shop.example/track/{{1}}', example: ['https://shop.example/track/A1'] },
@@ -36,8 +36,8 @@ describe('template grammar', () => {
   it('rejects unknown component types and header formats', () => {
     expect(msgs([{ type: 'body', text: 'x' }])[0]).toMatch(/HEADER, BODY, FOOTER, BUTTONS/);
     expect(msgs([{ type: 'HEADER', format: 'GIF' }, body('x')])[0]).toMatch(/TEXT, IMAGE, VIDEO, DOCUMENT, LOCATION/);
-    expect(validateComponents([{ type: 'HEADER', format: 'IMAGE' }, body('x')]).plan?.header).toEqual({ format: 'IMAGE', variables: 0 });
-    expect(msgs([{ type: 'HEADER', format: 'IMAGE', text: 'x' }, body('x')])[0]).toMatch(/only allowed on a TEXT header/);
+    expect(validateComponents([{ type: 'HEADER', format: 'IMAGE', example: { header_handle: ['4::aW1n:h'] } }, body('x')]).plan?.header).toEqual({ format: 'IMAGE', variables: 0 });
+    expect(msgs([{ type: 'HEADER', format: 'IMAGE', text: 'x', example: { header_handle: ['h'] } }, body('x')])[0]).toMatch(/only allowed on a TEXT header/);
   });
 
   it('enforces placeholder numbering without gaps', () => {
@@ -46,7 +46,27 @@ describe('template grammar', () => {
     expect(msgs([body('Hi {{name}}')])[0]).toMatch(/Invalid placeholder/);
     expect(msgs([body('Hi {{0}}')])[0]).toMatch(/Invalid placeholder/);
     expect(msgs([body('Hi {{ 1 }}')])[0]).toMatch(/Invalid placeholder/);
-    expect(msgs([body('{{1}} and {{2}}')])).toEqual([]);
+    expect(msgs([body('Say {{1}} and {{2}} now', 'a', 'b')])).toEqual([]);
+  });
+
+  it('applies the upstream\'s creation rules: sample values, a media header\'s handle, no variable at an edge of the body or beside another', () => {
+    const { issues } = validateComponents([
+      { type: 'HEADER', format: 'TEXT', text: 'Order {{1}}' },
+      body('Hi {{1}} and {{2}} today.'),
+      { type: 'BUTTONS', buttons: [{ type: 'URL', text: 'Track', url: 'https://x.example/t/{{1}}' }] },
+    ]);
+    expect(issues.map((i) => [i.loc, i.msg.split(':')[0]])).toEqual([
+      [['body', 'components', 0, 'example'], 'HEADER'],
+      [['body', 'components', 1, 'example'], 'BODY'],
+      [['body', 'components', 2, 'buttons', 0, 'example'], 'BUTTONS'],
+    ]);
+    expect(msgs([body('Hi {{1}} and {{2}} today.', 'a')])[0]).toMatch(/2 values/);
+    expect(msgs([body('{{1}} is your code.', 'a')])[0]).toMatch(/cannot start or end/);
+    expect(msgs([body('Your code is {{1}}', 'a')])[0]).toMatch(/cannot start or end/);
+    expect(msgs([body('Codes {{1}} {{2}} here.', 'a', 'b')])[0]).toMatch(/side by side/);
+    for (const format of ['IMAGE', 'VIDEO', 'DOCUMENT']) expect(msgs([{ type: 'HEADER', format }, body('x')])[0]).toMatch(/header_handle/);
+    expect(msgs([{ type: 'HEADER', format: 'LOCATION' }, body('x')])).toEqual([]);
+    expect(msgs([body('Hi {{1}}, welcome.', 'Ana'), { type: 'BUTTONS', buttons: [{ type: 'URL', text: 'Go', url: 'https://x.example/{{1}}', example: ['https://x.example/a'] }] }])).toEqual([]);
   });
 
   it('enforces header and footer text rules', () => {

@@ -4,9 +4,11 @@ import type { ValidationDetail } from '../../http/errors.ts';
  * The upstream's template component grammar (reference §5), checked before a draft is stored so a
  * draft that the upstream would refuse for its shape never reaches review. Pure: no I/O.
  *
- * Not checked here (left to the upstream's review): the placement rules of 2388293/2388299
- * (variables at the start or end of the body, adjacent or too dense variables), examples, and the
- * fixed shape of AUTHENTICATION templates.
+ * Besides the shape, the rules the upstream applies when a template is created (it refuses such a
+ * template with error 100 instead of reviewing it) are checked here too: sample values for every
+ * variable (`example`), a media header's `example.header_handle`, and no variable at the start or
+ * end of the body or right next to another (2388299/2388293). Not checked: the upstream's density
+ * rule beyond adjacent variables (it publishes no ratio), and content the reviewer rejects later.
  */
 
 export type ComponentType = 'HEADER' | 'BODY' | 'FOOTER' | 'BUTTONS';
@@ -73,6 +75,20 @@ function isObject(value: unknown): value is Record<string, unknown> {
   return typeof value === 'object' && value !== null && !Array.isArray(value);
 }
 
+const nonEmptyStrings = (value: unknown, count?: number): boolean =>
+  Array.isArray(value) && value.length > 0 && (count === undefined || value.length === count) && value.every((v) => typeof v === 'string' && v.trim().length > 0);
+
+/** The upstream refuses a variable without a sample value: `example.header_text` / `example.body_text`. */
+function checkExamples(component: Record<string, unknown>, loc: (string | number)[], variables: number, kind: 'HEADER' | 'BODY', issues: Issue[]): void {
+  if (variables === 0) return;
+  const example = isObject(component.example) ? component.example : undefined;
+  const values = kind === 'HEADER' ? example?.header_text : Array.isArray(example?.body_text) ? example.body_text[0] : undefined;
+  if (nonEmptyStrings(values, variables)) return;
+  const shape = kind === 'HEADER' ? '{"header_text": ["..."]}' : `{"body_text": [[${Array.from({ length: variables }, () => '"..."').join(', ')}]]}`;
+  issues.push({ type: 'example', loc: [...loc, 'example'], input: component.example ?? null,
+    msg: `${kind}: every variable needs a sample value for review: example ${shape} with ${variables} value${variables === 1 ? '' : 's'}` });
+}
+
 function checkText(component: Record<string, unknown>, loc: (string | number)[], max: number, issues: Issue[], required = true): string | null {
   const text = component.text;
   if (text === undefined && !required) return null;
@@ -127,6 +143,10 @@ function checkButtons(component: Record<string, unknown>, loc: (string | number)
       if (variables > 1 || (variables === 1 && !url.endsWith('{{1}}'))) {
         issues.push({ type: 'placeholder', loc: [...bLoc, 'url'], msg: 'a URL button may have one variable, {{1}}, at the end of the url', input: url });
         return;
+      }
+      if (variables === 1 && !nonEmptyStrings(button.example, 1)) {
+        issues.push({ type: 'example', loc: [...bLoc, 'example'], input: button.example ?? null,
+          msg: 'BUTTONS: a URL button with a variable needs a sample for review: example ["<the full URL with a sample value>"]' });
       }
       plan.push({ index, type: 'url', variables });
     } else if (type === 'PHONE_NUMBER') {
@@ -190,11 +210,18 @@ export function validateComponents(components: unknown, locPrefix: (string | num
           const variables = checkPlaceholders(text, [...loc, 'text'], issues);
           if (issues.length === before && variables > 1) {
             issues.push({ type: 'placeholder', loc: [...loc, 'text'], msg: 'a TEXT header may have at most one variable, {{1}}', input: text });
+          } else if (issues.length === before) {
+            checkExamples(component, loc, variables, 'HEADER', issues);
           }
           plan.header = { format, variables };
         } else {
           if (component.text !== undefined) {
             issues.push({ type: 'extra', loc: [...loc, 'text'], msg: `text is only allowed on a TEXT header, not ${format}`, input: component.text });
+          }
+          const handles = isObject(component.example) ? component.example.header_handle : undefined;
+          if (format !== 'LOCATION' && !nonEmptyStrings(handles)) {
+            issues.push({ type: 'example', loc: [...loc, 'example'], input: component.example ?? null,
+              msg: `HEADER: a ${format} header needs a sample for review: example {"header_handle": ["<handle from the upstream's resumable upload>"]}` });
           }
           plan.header = { format: format as HeaderFormat, variables: 0 };
         }
@@ -202,7 +229,18 @@ export function validateComponents(components: unknown, locPrefix: (string | num
       }
       case 'BODY': {
         const text = checkText(component, loc, LIMITS.bodyText, issues);
-        if (text !== null) plan.body = checkPlaceholders(text, [...loc, 'text'], issues);
+        if (text === null) return;
+        const before = issues.length;
+        plan.body = checkPlaceholders(text, [...loc, 'text'], issues);
+        if (issues.length > before) return;
+        const trimmed = text.trim();
+        if (/^\{\{\d+\}\}/.test(trimmed) || /\{\{\d+\}\}$/.test(trimmed)) {
+          issues.push({ type: 'placeholder', loc: [...loc, 'text'], input: text, msg: 'BODY: a variable cannot start or end the text; put words before and after it' });
+        } else if (/\}\}\s*\{\{/.test(text)) {
+          issues.push({ type: 'placeholder', loc: [...loc, 'text'], input: text, msg: 'BODY: two variables cannot stand side by side; put words between them' });
+        } else {
+          checkExamples(component, loc, plan.body, 'BODY', issues);
+        }
         return;
       }
       case 'FOOTER': {

@@ -52,6 +52,14 @@ export const templatesRepository = {
       .returningAll().executeTakeFirst();
   },
 
+  /** draft -> rejected, when the upstream refused the template at creation (nothing went to review). */
+  async markRefused(db: Queryable, tenantId: string, id: string, wabaId: string, reason: string): Promise<TemplateRow | undefined> {
+    return db.updateTable('templates')
+      .set({ status: 'rejected', rejected_reason: reason, waba_id: wabaId, submitted_at: new Date(), updated_at: new Date() })
+      .where('tenant_id', '=', tenantId).where('id', '=', id).where('status', '=', 'draft')
+      .returningAll().executeTakeFirst();
+  },
+
   /**
    * Applies an upstream review outcome to submitted templates of these tenants, matched by
    * upstream id, else by name and language. Drafts are never touched. Returns the changed rows.

@@ -10,6 +10,8 @@ export const Template = Type.Object({
   language: Type.String(),
   category: Type.String(),
   status: Type.String(),
+  // Additive to the spec: why the upstream rejected the template (null unless rejected).
+  rejected_reason: Nullable(Type.String()),
   components: Nullable(Type.Array(Type.Object({}, { additionalProperties: true }))),
   created_at: Type.String(),
   updated_at: Nullable(Type.String()),

@@ -18,6 +18,7 @@ export function toTemplate(row: TemplateRow): Template {
     language: row.language,
     category: row.category,
     status: row.status,
+    rejected_reason: row.status === 'rejected' ? row.rejected_reason : null,
     components: (row.components ?? null) as Template['components'],
     created_at: row.created_at.toISOString(),
     updated_at: isoOrNull(row.updated_at),
@@ -90,6 +91,13 @@ export class TemplatesService {
     });
     if (outcome.kind !== 'accepted') {
       this.logger?.warn({ tenant_id: tenantId, template_id: id, outcome: outcome.kind }, 'template submission failed upstream');
+      const reason = refusedContent(outcome);
+      if (reason !== null) {
+        // The upstream judged the content at creation: that is its review, so the template is rejected (spec 3.2).
+        const refused = await repo.markRefused(this.db, tenantId, id, account.wabaId, reason);
+        if (!refused) throw new AppError('CONFLICT', 'The template was submitted concurrently; re-read it');
+        return toTemplate(refused);
+      }
       throw submissionFailure(outcome);
     }
     // Always pending (spec 3.2: submit moves draft to pending; review decides later). Even when the
@@ -103,6 +111,18 @@ export class TemplatesService {
 }
 
 const CATEGORY_SET = new Set(['MARKETING', 'UTILITY', 'AUTHENTICATION']);
+
+/** Subcodes of error 100 that are about the business account or the name, not the template's content. */
+const NOT_CONTENT = new Set<number>([
+  TEMPLATE_SUBCODES.duplicateNameLanguage, TEMPLATE_SUBCODES.templateCountLimit, TEMPLATE_SUBCODES.nameInCooldown, TEMPLATE_SUBCODES.statusCannotChange,
+]);
+
+/** The upstream's reason when it refused the template's content at creation (error 100), else null. */
+function refusedContent(outcome: Exclude<UpstreamOutcome<unknown>, { kind: 'accepted' }>): string | null {
+  if (outcome.kind !== 'rejected' || outcome.error.code !== 100) return null;
+  if (outcome.error.subcode !== null && NOT_CONTENT.has(outcome.error.subcode)) return null;
+  return (outcome.error.details ?? outcome.error.title).slice(0, 1000);
+}
 
 /**
  * A refused submission is the caller's to fix when the upstream says the request itself is wrong:
