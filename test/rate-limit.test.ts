@@ -1,14 +1,9 @@
 import type { LightMyRequestResponse } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { adminHeaders, API, call, createTenant, hasPostgres, hasRedis, startTestApp, uniquePhone, type TestApp } from './helpers/app.ts';
-import { createKey, expectError, RATE_LIMIT_HEADERS } from './helpers/expect.ts';
+import { awayFromMinuteEdge, createKey, expectError, RATE_LIMIT_HEADERS } from './helpers/expect.ts';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-/** Fixed windows: keep a burst inside one minute so the counts are exact. */
-async function awayFromMinuteEdge(marginMs = 4000) {
-  const into = Date.now() % 60_000;
-  if (into > 60_000 - marginMs) await sleep(60_000 - into + 100);
-}
 const minuteReset = () => (Math.floor(Date.now() / 60_000) + 1) * 60;
 const dayReset = () => (Math.floor(Date.now() / 86_400_000) + 1) * 86_400;
 const header = (res: LightMyRequestResponse, name: string) => res.headers[name] as string | undefined;
@@ -53,6 +48,8 @@ for (const backend of backends) {
       expectError(res, 429, 'RATE_LIMIT_EXCEEDED', 'Rate limit exceeded. Please slow down.');
       expectRateHeaders(res, 5, 1000);
       expect(remainingMinute(res)).toBe(0);
+      // Refused by the minute window: the day budget is not spent.
+      expect(Number(header(res, 'x-ratelimit-remaining-day'))).toBe(995);
       const retryAfter = Number(header(res, 'retry-after'));
       expect(retryAfter).toBeGreaterThanOrEqual(1);
       expect(retryAfter).toBeLessThanOrEqual(60);
@@ -62,7 +59,9 @@ for (const backend of backends) {
       const malformed = await t.app.inject({ method: 'POST', url: `${API}/contacts`, headers: { ...tenant.headers, 'content-type': 'application/json', 'idempotency-key': crypto.randomUUID() }, payload: '{oops' });
       expectError(malformed, 429, 'RATE_LIMIT_EXCEEDED');
       // a refused write does nothing
-      expect((await call(t.app, tenant, 'POST', '/contacts', { first_name: 'No', phone: uniquePhone() })).statusCode).toBe(429);
+      const refused = await call(t.app, tenant, 'POST', '/contacts', { first_name: 'No', phone: uniquePhone() });
+      expect(refused.statusCode).toBe(429);
+      expect(Number(header(refused, 'x-ratelimit-remaining-day'))).toBe(995);
       expect(await t.deps.db.selectFrom('contacts').select('id').where('tenant_id', '=', tenant.id).execute()).toEqual([]);
     });
 

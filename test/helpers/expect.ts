@@ -16,6 +16,12 @@ export function expectError(res: LightMyRequestResponse, status: number, code: s
   return body.error as Record<string, unknown>;
 }
 
+/** Fixed windows: waits out the end of the current minute if less than `marginMs` is left, so a burst's counts are exact. */
+export async function awayFromMinuteEdge(marginMs = 4000) {
+  const into = Date.now() % 60_000;
+  if (into > 60_000 - marginMs) await new Promise((r) => setTimeout(r, 60_000 - into + 100));
+}
+
 export const RATE_LIMIT_HEADERS = [
   'x-ratelimit-limit-minute', 'x-ratelimit-remaining-minute', 'x-ratelimit-limit-day', 'x-ratelimit-remaining-day', 'x-ratelimit-reset',
 ] as const;
