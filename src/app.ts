@@ -9,6 +9,7 @@ import { installValidators } from './http/validation.ts';
 import { requestIdFor } from './http/request-id.ts';
 import { MAX_JSON_DEPTH, assertStorableText, nestsDeeperThan } from './http/storable-text.ts';
 import { adminRoutes } from './modules/admin/admin.routes.ts';
+import { campaignsRoutes } from './modules/campaigns/campaigns.routes.ts';
 import { callbackRoutes } from './modules/callbacks/callbacks.routes.ts';
 import { contactActivityRoutes } from './modules/contacts/activity.routes.ts';
 import { contactsRoutes } from './modules/contacts/contacts.routes.ts';
@@ -109,6 +110,7 @@ export async function buildApp(deps: Deps): Promise<FastifyInstance> {
     await api.register(templatesRoutes, { templates: deps.templates });
     await api.register(messagesRoutes, { messages: deps.messages });
     await api.register(mediaRoutes, { media: deps.media });
+    await api.register(campaignsRoutes, { campaigns: deps.campaigns, recipients: deps.campaignRecipients });
   }, { prefix: PUBLIC_PREFIX });
 
   // The upstream's callbacks: outside the public API, authenticated by X-Hub-Signature-256.

@@ -10,6 +10,8 @@ export interface Config {
   host: string;
   role: Role;
   databaseUrl: string | undefined;
+  /** How long a request waits for a database connection (a new one, or a free pool slot) before failing with a retryable 503. */
+  databaseConnectTimeoutMs: number;
   dataDir: string;
   redisUrl: string | undefined;
   adminToken: string;
@@ -54,6 +56,15 @@ export interface Config {
   /** Fallback template-status poller: minimum time between two polls of one pending template. */
   templatePollIntervalMs: number;
   templatePollBatch: number;
+  /** Campaign dispatcher: idle poll, claim lease, reconciliation window of unknown outcomes, batches in flight, attempts on retryable errors. */
+  campaignPollMs: number;
+  campaignLeaseMs: number;
+  campaignReconcileMs: number;
+  campaignMaxBatches: number;
+  campaignMaxAttempts: number;
+  /** How far ahead a phone number's send slots are handed out; how fast a rate halved by 130429 recovers. */
+  pacingHorizonMs: number;
+  pacingRecoveryMs: number;
   /** How long an upstream media id is reused before the file is uploaded again (upstream keeps it 30 days). */
   mediaUpstreamTtlMs: number;
 }
@@ -125,6 +136,22 @@ function webhookWorkerConfig(env: Env) {
   };
 }
 
+function campaignWorkerConfig(env: Env) {
+  const upstreamTimeout = int(env, 'UPSTREAM_TIMEOUT_MS', 10_000);
+  const horizon = int(env, 'PACING_HORIZON_MS', 1000);
+  const leaseMs = int(env, 'CAMPAIGN_LEASE_MS', horizon + upstreamTimeout + 30_000);
+  if (leaseMs <= horizon + upstreamTimeout) throw new ConfigError('CAMPAIGN_LEASE_MS must be longer than PACING_HORIZON_MS + UPSTREAM_TIMEOUT_MS (a live send must never lose its claim)');
+  return {
+    campaignPollMs: int(env, 'CAMPAIGN_POLL_MS', 100),
+    campaignLeaseMs: leaseMs,
+    campaignReconcileMs: int(env, 'CAMPAIGN_RECONCILE_MS', 120_000),
+    campaignMaxBatches: Math.max(1, int(env, 'CAMPAIGN_MAX_BATCHES', 16)),
+    campaignMaxAttempts: Math.max(1, int(env, 'CAMPAIGN_MAX_ATTEMPTS', 5)),
+    pacingHorizonMs: horizon,
+    pacingRecoveryMs: int(env, 'PACING_RECOVERY_MS', 5000),
+  };
+}
+
 export function loadConfig(env: Env = process.env): Config {
   const production = env.NODE_ENV === 'production';
   if (production) {
@@ -146,6 +173,7 @@ export function loadConfig(env: Env = process.env): Config {
     host: env.HOST || '0.0.0.0',
     role,
     databaseUrl: env.DATABASE_URL || undefined,
+    databaseConnectTimeoutMs: int(env, 'DATABASE_CONNECT_TIMEOUT_MS', 5000),
     dataDir,
     redisUrl: env.REDIS_URL || undefined,
     adminToken: env.ADMIN_TOKEN || devSecret(dataDir, 'ADMIN_TOKEN', () => `adm_${randomBytes(24).toString('hex')}`),
@@ -174,6 +202,7 @@ export function loadConfig(env: Env = process.env): Config {
     idempotencyTtlMs: int(env, 'IDEMPOTENCY_TTL_MS', 24 * 3600 * 1000),
     templatePollIntervalMs: int(env, 'TEMPLATE_POLL_INTERVAL_MS', 300_000),
     templatePollBatch: int(env, 'TEMPLATE_POLL_BATCH', 50),
+    ...campaignWorkerConfig(env),
     // A day short of the upstream's 30 days, so an id never expires between our check and the send.
     mediaUpstreamTtlMs: int(env, 'MEDIA_UPSTREAM_TTL_MS', 29 * 24 * 3600 * 1000),
   };

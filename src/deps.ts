@@ -9,6 +9,8 @@ import { MemoryRateCounter, RedisRateCounter, type RateCounter } from './http/ra
 import { createLogger } from './logger.ts';
 import { Metrics } from './metrics.ts';
 import { AdminService } from './modules/admin/admin.service.ts';
+import { CampaignRecipients } from './modules/campaigns/campaigns.recipients.ts';
+import { CampaignsService } from './modules/campaigns/campaigns.service.ts';
 import { ContactsService } from './modules/contacts/contacts.service.ts';
 import { ContactActivityService } from './modules/contacts/activity.service.ts';
 import { WebhookSender } from './modules/webhooks/webhooks.sender.ts';
@@ -17,6 +19,8 @@ import { CallbacksService } from './modules/callbacks/callbacks.service.ts';
 import { MediaService } from './modules/media/media.service.ts';
 import { LocalDiskStorage } from './modules/media/media.storage.ts';
 import { MessagesService } from './modules/messages/messages.service.ts';
+import { SendPacer } from './modules/messages/send-pacer.ts';
+import { campaignQueue } from './modules/campaigns/campaigns.queue.ts';
 import { TemplatesService } from './modules/templates/templates.service.ts';
 import { TemplateStatusSync } from './modules/templates/templates.status-sync.ts';
 import { webhookBacklog } from './modules/webhooks/webhooks.queue.ts';
@@ -46,6 +50,10 @@ export interface Deps {
   media: MediaService;
   messages: MessagesService;
   callbacks: CallbacksService;
+  campaigns: CampaignsService;
+  campaignRecipients: CampaignRecipients;
+  /** Per phone number send pacing, shared across processes through Redis. */
+  pacer: SendPacer;
   close(): Promise<void>;
 }
 
@@ -117,6 +125,12 @@ export async function createDeps(config: Config, logger: Logger = createLogger(c
   const authenticator = new ApiKeyAuthenticator(db, Math.min(config.authCacheMs, 1000));
   if (redis) await firstConnection(redis, 500);
   const templateSync = new TemplateStatusSync(db, upstream, config.secretsKey, { intervalMs: config.templatePollIntervalMs, batch: config.templatePollBatch }, logger);
+  const pacer = new SendPacer(redis, { horizonMs: config.pacingHorizonMs, recoveryMs: config.pacingRecoveryMs });
+  const callbacks = new CallbacksService(db, templateSync, logger);
+  // Status callbacks of campaign messages move their recipients and the campaign's stats.
+  callbacks.onStatusesApplied((tx, _tenantId, applied) => campaignQueue.applyStatuses(tx, applied.filter((a) => a.campaignId).map((a) => ({
+    id: a.messageRowId, status: a.status, wamid: a.upstreamMessageId, code: a.error?.code ?? null, title: a.error?.title ?? null,
+  }))));
   const media = new MediaService(db, new LocalDiskStorage(join(config.dataDir, 'media')), upstream, config.mediaUpstreamTtlMs);
   return {
     config,
@@ -138,7 +152,10 @@ export async function createDeps(config: Config, logger: Logger = createLogger(c
     templateSync,
     media,
     messages: new MessagesService(db, upstream, media, config.secretsKey, logger),
-    callbacks: new CallbacksService(db, templateSync, logger),
+    callbacks,
+    pacer,
+    campaigns: new CampaignsService(db),
+    campaignRecipients: new CampaignRecipients(db),
     async close() {
       redis?.disconnect();
       await webhookSender.close();

@@ -1,5 +1,6 @@
 import type { Deps } from './deps.ts';
 import { WebhookDeliverer } from './workers/webhook-deliverer.ts';
+import { CampaignDispatcher, startDueCampaigns } from './workers/campaign-dispatcher.ts';
 import { startLoops, type RunningLoops, type WorkerLoop } from './workers/loop.ts';
 
 /** Every background loop of the worker role. Each claims work through the database, never memory. */
@@ -10,6 +11,8 @@ export function workerLoops(deps: Deps): WorkerLoop[] {
     // Fallback for lost template-status callbacks. The loop looks every WORKER_POLL_MS (one probe of
     // a partial index); each template is asked about at most once per TEMPLATE_POLL_INTERVAL_MS.
     { name: 'template-status-poller', runOnce: () => deps.templateSync.pollOnce() },
+    { name: 'campaign-scheduler', runOnce: () => startDueCampaigns(deps.db) },
+    { ...createCampaignDispatcher(deps).loop(), intervalMs: deps.config.campaignPollMs },
   ];
 }
 
@@ -28,5 +31,12 @@ export function createWebhookDeliverer(deps: Deps): WebhookDeliverer {
     concurrency: c.webhookConcurrency,
     endpointConcurrency: c.webhookEndpointConcurrency,
     retryConcurrency: c.webhookRetryConcurrency,
+  }, deps.logger);
+}
+
+export function createCampaignDispatcher(deps: Deps): CampaignDispatcher {
+  const c = deps.config;
+  return new CampaignDispatcher(deps.db, deps.upstream, deps.media, deps.pacer, {
+    secretsKey: c.secretsKey, leaseMs: c.campaignLeaseMs, reconcileMs: c.campaignReconcileMs, maxBatches: c.campaignMaxBatches, maxAttempts: c.campaignMaxAttempts,
   }, deps.logger);
 }

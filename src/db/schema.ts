@@ -36,6 +36,8 @@ export interface BusinessAccountsTable {
   display_phone_number: string | null;
   access_token_enc: string;
   status: string;
+  messages_per_second: Generated<number>;
+  messaging_tier: Generated<string>;
   connected_at: ColumnType<Date, Date | string | undefined, Date | string>;
   updated_at: Timestamp | null;
 }
@@ -90,6 +92,7 @@ export interface IdempotencyKeysTable {
   response_body: string | null;
   created_at: CreatedAt;
   locked_until: Timestamp | null;
+  resource_id: string | null;
 }
 
 export interface WebhookEndpointsTable {
@@ -210,6 +213,7 @@ export interface MessagesTable {
   failed_at: Timestamp | null;
   campaign_id: string | null;
   callback_data: string | null;
+  attempted_at: Timestamp | null;
   created_at: CreatedAt;
   updated_at: Timestamp | null;
 }
@@ -227,7 +231,57 @@ export interface InboundMessagesTable {
   created_at: CreatedAt;
 }
 
+export interface CampaignsTable {
+  id: string;
+  tenant_id: string;
+  name: string;
+  description: string | null;
+  status: string;
+  template_id: string;
+  template_name: string | null;
+  template_category: string | null;
+  template_language: string | null;
+  variable_mapping: ColumnType<unknown | null, string | null, string | null>;
+  batch_size: number;
+  audience_groups: Generated<string[]>;
+  audience_sources: Generated<string[]>;
+  scheduled_at: Timestamp | null;
+  started_at: Timestamp | null;
+  completed_at: Timestamp | null;
+  materialised_at: Timestamp | null;
+  total_recipients: Generated<number>;
+  pending_count: Generated<number>;
+  sent_count: Generated<number>;
+  delivered_count: Generated<number>;
+  read_count: Generated<number>;
+  failed_count: Generated<number>;
+  failure_reason: string | null;
+  retargeted_from: string | null;
+  last_dispatch_at: Timestamp | null;
+  created_at: CreatedAt;
+  updated_at: Timestamp | null;
+}
+
+export interface CampaignRecipientsTable {
+  id: string;
+  tenant_id: string;
+  campaign_id: string;
+  contact_id: string | null;
+  phone: string;
+  status: Generated<string>;
+  attempts: Generated<number>;
+  not_before: Timestamp | null;
+  attempted_at: Timestamp | null;
+  lease_until: Timestamp | null;
+  message_id: string | null;
+  error_code: number | null;
+  error_title: string | null;
+  updated_at: Timestamp | null;
+}
+
 export interface DB {
+  campaigns: CampaignsTable;
+  campaign_recipients: CampaignRecipientsTable;
   tenants: TenantsTable;
   api_keys: ApiKeysTable;
   business_accounts: BusinessAccountsTable;

@@ -1,11 +1,13 @@
+import { AsyncLocalStorage } from 'node:async_hooks';
 import { createHash } from 'node:crypto';
 import { sql } from 'kysely';
-import type { Db } from '../db/database.ts';
+import type { Db, Tx } from '../db/database.ts';
 import { decryptSecret, encryptSecret } from '../crypto/secrets.ts';
 import { AppError } from './errors.ts';
 
 export type IdempotencyClaim =
-  | { kind: 'claimed' }
+  /** `resourceId`: taken over from a request that died after recording this resource (a message row). */
+  | { kind: 'claimed'; resourceId: string | null }
   | { kind: 'replay'; status: number; headers: Record<string, string>; body: string };
 
 export interface IdempotencyRequest {
@@ -43,7 +45,7 @@ export class IdempotencyStore {
         .onConflict((oc) => oc.doNothing())
         .returning('key')
         .executeTakeFirst();
-      if (inserted) return { kind: 'claimed' };
+      if (inserted) return { kind: 'claimed', resourceId: null };
 
       const row = await this.db.selectFrom('idempotency_keys').selectAll()
         .where('tenant_id', '=', req.tenantId).where('key', '=', req.key).executeTakeFirst();
@@ -63,17 +65,23 @@ export class IdempotencyStore {
         .where('tenant_id', '=', req.tenantId).where('key', '=', req.key)
         .where('state', '=', 'running').where('locked_until', '<', new Date())
         .executeTakeFirst();
-      if (Number(takenOver.numUpdatedRows) === 1) return { kind: 'claimed' };
+      if (Number(takenOver.numUpdatedRows) === 1) return { kind: 'claimed', resourceId: row.resource_id };
       throw new AppError('CONFLICT', 'A request with this Idempotency-Key is still being processed');
     }
     throw new AppError('CONFLICT', 'A request with this Idempotency-Key is still being processed');
   }
 
-  async complete(tenantId: string, key: string, status: number, headers: Record<string, string>, body: string): Promise<void> {
-    await this.db.updateTable('idempotency_keys')
+  async complete(tenantId: string, key: string, status: number, headers: Record<string, string>, body: string, db: Db | Tx = this.db): Promise<void> {
+    await db.updateTable('idempotency_keys')
       .set({ state: 'done', response_status: status, response_headers: JSON.stringify(headers), response_body: encryptSecret(this.secretsKey, body), locked_until: null })
       .where('tenant_id', '=', tenantId).where('key', '=', key)
       .execute();
+  }
+
+  /** Names the resource (a message row) the key's request recorded, in the transaction that records it. */
+  async attachResource(tx: Tx, tenantId: string, key: string, resourceId: string): Promise<void> {
+    await tx.updateTable('idempotency_keys').set({ resource_id: resourceId })
+      .where('tenant_id', '=', tenantId).where('key', '=', key).execute();
   }
 
   async release(tenantId: string, key: string): Promise<void> {
@@ -92,4 +100,27 @@ export class IdempotencyStore {
 
 export function shouldKeepResponse(status: number): boolean {
   return (status >= 200 && status < 300) || (status >= 400 && status < 500 && status !== 429);
+}
+
+/**
+ * The Idempotency-Key of the request being handled, seen by the services it calls. A write
+ * completes the key inside its own transaction (completeIdempotencyKey), so a crash between the
+ * write's commit and the response cannot leave the key open for a retry to run the write again.
+ */
+export interface IdempotencyScope {
+  /** Set when this request took the key over from one that died after recording this resource. */
+  takenOverResource: string | null;
+  /** Stores `result`, serialised as the route's success response, as the key's response, in `tx`. */
+  complete(tx: Tx, result: unknown): Promise<void>;
+  /** Records the resource this request created (a message row) with the key, in `tx`. */
+  attach(tx: Tx, resourceId: string): Promise<void>;
+  /** True once complete() ran in a transaction. */
+  completed: boolean;
+}
+
+export const idempotencyScope = new AsyncLocalStorage<IdempotencyScope>();
+
+/** Completes the current request's Idempotency-Key with `result` inside `tx` (no-op without a key). */
+export async function completeIdempotencyKey(tx: Tx, result: unknown): Promise<void> {
+  await idempotencyScope.getStore()?.complete(tx, result);
 }

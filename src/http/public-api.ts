@@ -3,7 +3,7 @@ import type { Feature } from '../modules/tenants/plans.ts';
 import type { ApiKeyAuthenticator, AuthContext } from './auth.ts';
 import { AppError } from './errors.ts';
 import { handleError, sendError } from './error-handler.ts';
-import { IdempotencyStore, shouldKeepResponse } from './idempotency.ts';
+import { IdempotencyStore, idempotencyScope, shouldKeepResponse, type IdempotencyScope } from './idempotency.ts';
 import { checkRateLimit, currentRateLimit, rateLimitHeaders, type RateCounter } from './rate-limit.ts';
 
 declare module 'fastify' {
@@ -27,6 +27,8 @@ declare module 'fastify' {
     /** The key's tenant once identified, also when the request is then refused (403). */
     caller?: AuthContext;
     idempotencyKey?: string;
+    /** The claimed key as services see it (completed inside the write's transaction). */
+    idempotencyScope?: IdempotencyScope;
     /** Set once the request has been counted against the tenant's windows (never twice). */
     rateCounted: boolean;
   }
@@ -58,6 +60,17 @@ export function installPublicApiHooks(app: FastifyInstance, deps: PublicApiDeps)
 
   app.decorateRequest('rateCounted', false);
 
+  // Handlers of idempotent routes run inside their key's scope, so the services they call can
+  // complete the key in the same transaction as their write.
+  app.addHook('onRoute', (route) => {
+    if (route.config?.idempotent !== true) return;
+    const handler = route.handler;
+    route.handler = function (this: unknown, request, reply) {
+      const scope = request.idempotencyScope;
+      return scope ? idempotencyScope.run(scope, () => handler.call(this as never, request, reply)) : handler.call(this as never, request, reply);
+    };
+  });
+
   app.addHook('preValidation', async (request, reply) => {
     const { idempotent, readBody } = request.routeOptions.config;
     const keyed = idempotent === true && request.headers['idempotency-key'] !== undefined;
@@ -82,6 +95,10 @@ export function installPublicApiHooks(app: FastifyInstance, deps: PublicApiDeps)
     const key = request.idempotencyKey;
     if (!key) return payload;
     request.idempotencyKey = undefined;
+    const completed = request.idempotencyScope?.completed === true;
+    // Completed with the write: the stored response is this one (same serialiser), and a failure
+    // after the commit must not release a key whose write happened.
+    if (completed && (reply.statusCode < 300 || reply.statusCode >= 500)) return payload;
     if (shouldKeepResponse(reply.statusCode) && typeof payload === 'string') {
       await deps.idempotency.complete(request.auth.tenantId, key, reply.statusCode, { 'content-type': String(reply.getHeader('content-type') ?? 'application/json'), 'x-request-id': request.id }, payload);
     } else {
@@ -132,10 +149,30 @@ async function replayIdempotent(request: FastifyRequest, reply: FastifyReply, de
   const claim = await store.claim({ tenantId: request.auth.tenantId, key, method: request.method, path: request.url, body: request.body });
   if (claim.kind === 'claimed') {
     request.idempotencyKey = key;
+    request.idempotencyScope = keyScope(request, reply, store, key, claim.resourceId);
     return false;
   }
   // A replay is free: it shows the current counts without adding to them.
   await showRateLimit(request.auth, reply, deps);
   reply.code(claim.status).headers(claim.headers).header('idempotent-replayed', 'true').send(claim.body);
   return true;
+}
+
+const JSON_CONTENT_TYPE = 'application/json; charset=utf-8';
+
+function keyScope(request: FastifyRequest, reply: FastifyReply, store: IdempotencyStore, key: string, takenOverResource: string | null): IdempotencyScope {
+  const tenantId = request.auth.tenantId;
+  const responses = request.routeOptions.schema?.response as Record<string, unknown> | undefined;
+  const status = Number(Object.keys(responses ?? {}).find((code) => /^2\d\d$/.test(code)) ?? 200);
+  const scope: IdempotencyScope = {
+    takenOverResource,
+    completed: false,
+    async complete(tx, result) {
+      const body = reply.serializeInput(result as Record<string, unknown>, String(status)) as string;
+      await store.complete(tenantId, key, status, { 'content-type': JSON_CONTENT_TYPE, 'x-request-id': request.id }, body, tx);
+      scope.completed = true;
+    },
+    attach: (tx, resourceId) => store.attachResource(tx, tenantId, key, resourceId),
+  };
+  return scope;
 }

@@ -86,7 +86,7 @@ return {m, d}
 
 type RedisWithHit = Redis & { rateHit(k1: string, k2: string, a1: number, a2: number, a3: number): Promise<[number, number]> };
 
-const TIMED_OUT = Symbol('timed out');
+export const TIMED_OUT = Symbol('timed out');
 
 /**
  * Settles with TIMED_OUT when `work` has not settled `ms` after the call. A plain timer is not

@@ -4,7 +4,7 @@ import type { Metrics } from '../../metrics.ts';
 import { SCOPES, PRESETS, WILDCARD } from '../tenants/scopes.ts';
 import { assertAdminToken, type AdminService } from './admin.service.ts';
 import {
-  ApiKey, ApiKeyCreate, BusinessAccount, BusinessAccountConnect, CreatedApiKey, KeyParams, Message, ScopeVocabulary, Tenant,
+  ApiKey, ApiKeyCreate, BusinessAccount, BusinessAccountConnect, BusinessAccountPatch, CreatedApiKey, KeyParams, Message, ScopeVocabulary, Tenant,
   TenantCreate, TenantParams, TenantPatch,
 } from './admin.schemas.ts';
 import { Type } from 'typebox';
@@ -28,6 +28,8 @@ export const adminRoutes: FastifyPluginAsyncTypebox<{ admin: AdminService; admin
 
   app.put('/tenants/:id/business-account', { schema: { params: TenantParams, body: BusinessAccountConnect, response: { 200: BusinessAccount } } },
     (req) => admin.connectBusinessAccount(req.params.id, req.body));
+  app.patch('/tenants/:id/business-account', { schema: { params: TenantParams, body: BusinessAccountPatch, response: { 200: BusinessAccount } } },
+    (req) => admin.updateBusinessAccount(req.params.id, req.body));
   app.delete('/tenants/:id/business-account', { schema: { params: TenantParams, response: { 200: BusinessAccount } } },
     (req) => admin.disconnectBusinessAccount(req.params.id));
 

@@ -53,18 +53,29 @@ export const BusinessAccount = Type.Object({
   phone_number_id: Type.String(),
   display_phone_number: Nullable(Type.String()),
   status: Type.String(),
+  messages_per_second: Type.Integer(),
+  messaging_tier: Type.String(),
   connected_at: Type.String(),
   updated_at: Nullable(Type.String()),
 });
 export type BusinessAccount = Static<typeof BusinessAccount>;
+
+/** Campaign pacing (Meta's throughput, default 80/s, up to 1,000) and the number's messaging tier. */
+const pacingFields = {
+  messages_per_second: Type.Optional(Type.Integer({ minimum: 1, maximum: 1000 })),
+  messaging_tier: Type.Optional(Type.Union(['250', '1K', '10K', '100K', 'unlimited'].map((t) => Type.Literal(t)))),
+};
 
 export const BusinessAccountConnect = Type.Object({
   waba_id: Type.String({ minLength: 1, maxLength: 64 }),
   phone_number_id: Type.String({ minLength: 1, maxLength: 64 }),
   access_token: Type.String({ minLength: 1, maxLength: 4096 }),
   display_phone_number: Type.Optional(Nullable(Type.String({ maxLength: 32 }))),
+  ...pacingFields,
 });
 export type BusinessAccountConnect = Static<typeof BusinessAccountConnect>;
+export const BusinessAccountPatch = Type.Object(pacingFields);
+export type BusinessAccountPatch = Static<typeof BusinessAccountPatch>;
 
 export const ScopeVocabulary = Type.Object({
   scopes: Type.Array(Type.String()),

@@ -10,7 +10,7 @@ import { isUuid } from '../contacts/contacts.repository.ts';
 import { generateApiKey } from '../tenants/api-key-format.ts';
 import { PLANS, type PlanName } from '../tenants/plans.ts';
 import { isKnownScope, PRESETS } from '../tenants/scopes.ts';
-import type { ApiKey, ApiKeyCreate, BusinessAccount, BusinessAccountConnect, Tenant, TenantPatch } from './admin.schemas.ts';
+import type { ApiKey, ApiKeyCreate, BusinessAccount, BusinessAccountConnect, BusinessAccountPatch, Tenant, TenantPatch } from './admin.schemas.ts';
 
 
 function toTenant(row: Selectable<TenantsTable>): Tenant {
@@ -27,7 +27,8 @@ function toApiKey(row: Selectable<ApiKeysTable>): ApiKey {
 export function toBusinessAccount(row: Selectable<BusinessAccountsTable>): BusinessAccount {
   return {
     tenant_id: row.tenant_id, waba_id: row.waba_id, phone_number_id: row.phone_number_id, display_phone_number: row.display_phone_number,
-    status: row.status, connected_at: row.connected_at.toISOString(), updated_at: isoOrNull(row.updated_at),
+    status: row.status, messages_per_second: row.messages_per_second, messaging_tier: row.messaging_tier,
+    connected_at: row.connected_at.toISOString(), updated_at: isoOrNull(row.updated_at),
   };
 }
 
@@ -127,6 +128,7 @@ export class AdminService {
     const values = {
       waba_id: input.waba_id, phone_number_id: input.phone_number_id, display_phone_number: input.display_phone_number ?? null,
       access_token_enc: encryptSecret(this.secretsKey, input.access_token), status: 'active',
+      messages_per_second: input.messages_per_second ?? 80, messaging_tier: input.messaging_tier ?? '1K',
     };
     try {
       const row = await this.db.insertInto('business_accounts')
@@ -138,6 +140,16 @@ export class AdminService {
       if ((err as { code?: string }).code === '23505') throw conflict('This phone_number_id is already connected to another tenant');
       throw err;
     }
+  }
+
+  /** Pacing and tier changes; dispatchers read them with every batch, so they apply within a second. */
+  async updateBusinessAccount(tenantId: string, patch: BusinessAccountPatch): Promise<BusinessAccount> {
+    await this.liveTenant(tenantId);
+    const row = await this.db.updateTable('business_accounts')
+      .set({ ...(patch.messages_per_second !== undefined ? { messages_per_second: patch.messages_per_second } : {}), ...(patch.messaging_tier ? { messaging_tier: patch.messaging_tier } : {}), updated_at: new Date() })
+      .where('tenant_id', '=', tenantId).returningAll().executeTakeFirst();
+    if (!row) throw notFound('Business account');
+    return toBusinessAccount(row);
   }
 
   async disconnectBusinessAccount(tenantId: string): Promise<BusinessAccount> {

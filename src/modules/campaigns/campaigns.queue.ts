@@ -1,0 +1,246 @@
+import { sql } from 'kysely';
+import type { Db, Tx } from '../../db/database.ts';
+import { applyCounterMoves, type CampaignRow } from './campaigns.repository.ts';
+import { recordTransition } from './campaigns.service.ts';
+
+/**
+ * The recipient rows as the dispatcher's work queue (ARCHITECTURE 5). A recipient is claimed
+ * (pending -> sending, with a lease) before its upstream call; its id is also its messages row's
+ * id and the send's biz_opaque_callback_data, so callbacks and crash reconciliation find it.
+ */
+
+/** What the dispatcher needs of a running campaign, with its sending account and template state. */
+export interface RunningCampaign {
+  id: string;
+  tenant_id: string;
+  batch_size: number;
+  variable_mapping: unknown;
+  template_id: string;
+  template_name: string;
+  language: string;
+  template_status: string | null;
+  template_components: unknown[];
+  template_waba_id: string | null;
+  account_status: string | null;
+  waba_id: string | null;
+  phone_number_id: string | null;
+  access_token_enc: string | null;
+  messages_per_second: number | null;
+}
+
+export interface ClaimedRecipient {
+  id: string;
+  contact_id: string | null;
+  phone: string;
+  attempts: number;
+  first_name: string | null;
+  last_name: string | null;
+  email: string | null;
+  company: string | null;
+  job_title: string | null;
+  status: string | null;
+  source: string | null;
+  custom_fields: Record<string, unknown> | null;
+}
+
+/** Recipient status order; failed is final. pending and sending share rank 0. */
+const RANK_SQL = (column: string) => sql.raw(`(CASE ${column} WHEN 'sent' THEN 1 WHEN 'delivered' THEN 2 WHEN 'read' THEN 3 WHEN 'failed' THEN 4 ELSE 0 END)`);
+
+const tenantFilter = (alias: string, tenants: string[] | undefined) =>
+  tenants ? sql`${sql.ref(`${alias}.tenant_id`)} = ANY(${tenants}::uuid[])` : sql`true`;
+
+export const campaignQueue = {
+  /** Running campaigns, the longest-waiting first (round robin between campaigns and tenants). */
+  async running(db: Db, limit: number, onlyTenants?: string[]): Promise<RunningCampaign[]> {
+    const { rows } = await sql<RunningCampaign>`
+      SELECT c.id, c.tenant_id, c.batch_size, c.variable_mapping, c.template_id, t.template_name, t.language,
+        t.status AS template_status, t.components AS template_components, t.waba_id AS template_waba_id,
+        ba.status AS account_status, ba.waba_id, ba.phone_number_id, ba.access_token_enc, ba.messages_per_second
+      FROM campaigns c
+      LEFT JOIN templates t ON t.id = c.template_id
+      LEFT JOIN business_accounts ba ON ba.tenant_id = c.tenant_id
+      WHERE c.status = 'RUNNING' AND ${tenantFilter('c', onlyTenants)}
+      ORDER BY c.last_dispatch_at NULLS FIRST
+      LIMIT ${limit}`.execute(db);
+    return rows;
+  },
+
+  async touch(db: Db, campaignIds: string[]): Promise<void> {
+    if (campaignIds.length === 0) return;
+    await db.updateTable('campaigns').set({ last_dispatch_at: new Date() }).where('id', 'in', campaignIds).execute();
+  },
+
+  /**
+   * Claims up to `limit` due pending recipients of a campaign that is still RUNNING (a paused or
+   * stopped campaign gets nothing new), with their contacts' current values.
+   */
+  async claim(db: Db, campaignId: string, limit: number, leaseMs: number): Promise<ClaimedRecipient[]> {
+    const { rows } = await sql<ClaimedRecipient>`
+      WITH picked AS (
+        SELECT r.id FROM campaign_recipients r
+        WHERE r.campaign_id = ${campaignId}::uuid AND r.status = 'pending' AND (r.not_before IS NULL OR r.not_before <= now())
+          AND EXISTS (SELECT 1 FROM campaigns c WHERE c.id = ${campaignId}::uuid AND c.status = 'RUNNING')
+        ORDER BY r.id LIMIT ${limit}
+        FOR UPDATE OF r SKIP LOCKED),
+      claimed AS (
+        UPDATE campaign_recipients r SET status = 'sending', attempts = r.attempts + 1, attempted_at = now(),
+          lease_until = now() + ${leaseMs} * interval '1 millisecond', not_before = NULL, updated_at = now()
+        FROM picked WHERE r.id = picked.id
+        RETURNING r.id, r.contact_id, r.phone, r.attempts)
+      SELECT cl.id, cl.contact_id, cl.phone, cl.attempts, c.first_name, c.last_name, c.email, c.company, c.job_title, c.status, c.source, c.custom_fields
+      FROM claimed cl LEFT JOIN contacts c ON c.id = cl.contact_id`.execute(db);
+    return rows;
+  },
+
+  /**
+   * Writes the batch's message rows (one per recipient, same id) before the upstream calls. A
+   * resend after reconciliation reuses the row and restarts its reconciliation window.
+   */
+  async recordAttempts(db: Db, tenantId: string, campaign: RunningCampaign, sends: { id: string; contactId: string | null; to: string; components: unknown[] }[]): Promise<void> {
+    if (sends.length === 0) return;
+    const values = sql.join(sends.map((s) => sql`(${s.id}::uuid, ${tenantId}::uuid, ${s.contactId}::uuid, ${campaign.template_id}::uuid, ${campaign.template_name}, ${campaign.language},
+      ${s.to}, ${JSON.stringify(s.components)}::jsonb, 'accepted', ${campaign.id}::uuid, ${s.id}, now())`));
+    await sql`
+      INSERT INTO messages (id, tenant_id, contact_id, template_id, template_name, language, to_phone, components, status, campaign_id, callback_data, attempted_at)
+      VALUES ${values}
+      ON CONFLICT (id) DO UPDATE SET attempted_at = now()`.execute(db);
+  },
+
+  /**
+   * Records a batch's upstream outcomes in one transaction: accepted sends get their upstream id
+   * (the recipient moves to sent unless a callback already moved it further), refused ones fail,
+   * retryable ones go back to pending until `retryAt`, unknown ones (timeout, connection lost) stay
+   * sending with a lease that ends with the reconciliation window.
+   */
+  async recordOutcomes(tx: Tx, outcomes: {
+    accepted: { id: string; wamid: string }[];
+    failed: { id: string; code: number | null; title: string }[];
+    retry: { id: string; retryAt: Date }[];
+    unknown: { id: string; reconcileAt: Date }[];
+  }): Promise<{ campaignId: string; from: string; to: string }[]> {
+    const moves: { campaignId: string; from: string; to: string }[] = [];
+    if (outcomes.accepted.length > 0) {
+      const values = sql.join(outcomes.accepted.map((a) => sql`(${a.id}::uuid, ${a.wamid}::text)`));
+      await sql`
+        UPDATE messages m SET upstream_message_id = v.wamid, updated_at = now()
+        FROM (VALUES ${values}) v(id, wamid) WHERE m.id = v.id AND m.upstream_message_id IS NULL`.execute(tx);
+      const { rows } = await sql<{ campaign_id: string; old: string; status: string }>`
+        WITH v(id, wamid) AS (VALUES ${values}),
+        old AS (SELECT r.id, r.status FROM campaign_recipients r JOIN v ON v.id = r.id FOR UPDATE OF r)
+        UPDATE campaign_recipients r SET message_id = v.wamid, lease_until = NULL, updated_at = now(),
+          status = CASE WHEN old.status = 'sending' THEN 'sent' ELSE r.status END
+        FROM v, old WHERE r.id = v.id AND old.id = v.id
+        RETURNING r.campaign_id, old.status AS old, r.status`.execute(tx);
+      for (const r of rows) moves.push({ campaignId: r.campaign_id, from: r.old, to: r.status });
+    }
+    if (outcomes.failed.length > 0) {
+      const values = sql.join(outcomes.failed.map((f) => sql`(${f.id}::uuid, ${f.code}::int, ${f.title.slice(0, 500)}::text)`));
+      await sql`
+        UPDATE messages m SET status = 'failed', status_rank = 4, failed_at = now(), error_code = v.code, error_title = v.title, updated_at = now()
+        FROM (VALUES ${values}) v(id, code, title) WHERE m.id = v.id AND m.status_rank < 4`.execute(tx);
+      const { rows } = await sql<{ campaign_id: string }>`
+        UPDATE campaign_recipients r SET status = 'failed', error_code = v.code, error_title = v.title, lease_until = NULL, updated_at = now()
+        FROM (VALUES ${values}) v(id, code, title) WHERE r.id = v.id AND r.status = 'sending'
+        RETURNING r.campaign_id`.execute(tx);
+      for (const r of rows) moves.push({ campaignId: r.campaign_id, from: 'sending', to: 'failed' });
+    }
+    if (outcomes.retry.length > 0) {
+      const values = sql.join(outcomes.retry.map((r) => sql`(${r.id}::uuid, ${r.retryAt}::timestamptz)`));
+      await sql`
+        UPDATE campaign_recipients r SET status = 'pending', not_before = v.at, lease_until = NULL, updated_at = now()
+        FROM (VALUES ${values}) v(id, at) WHERE r.id = v.id AND r.status = 'sending'`.execute(tx);
+    }
+    if (outcomes.unknown.length > 0) {
+      const values = sql.join(outcomes.unknown.map((u) => sql`(${u.id}::uuid, ${u.reconcileAt}::timestamptz)`));
+      await sql`
+        UPDATE campaign_recipients r SET lease_until = v.at, updated_at = now()
+        FROM (VALUES ${values}) v(id, at) WHERE r.id = v.id AND r.status = 'sending'`.execute(tx);
+    }
+    await applyCounterMoves(tx, moves);
+    return moves;
+  },
+
+  /**
+   * Crash reconciliation: `sending` recipients whose lease expired (their worker died, or the
+   * outcome was unknown). What the callbacks told the messages row wins; with no word from the
+   * upstream within the reconciliation window (from the attempt) the recipient goes back to
+   * pending, to be sent again by whichever worker claims it. Returns how many were settled.
+   */
+  async reconcileExpired(db: Db, reconcileMs: number, onlyTenants?: string[], limit = 500): Promise<number> {
+    return db.transaction().execute(async (tx) => {
+      const { rows } = await sql<{ campaign_id: string; status: string }>`
+        WITH expired AS (
+          SELECT r.id FROM campaign_recipients r
+          WHERE r.status = 'sending' AND r.lease_until < now() AND ${tenantFilter('r', onlyTenants)}
+          ORDER BY r.lease_until LIMIT ${limit}
+          FOR UPDATE OF r SKIP LOCKED),
+        resolved AS (
+          SELECT e.id, m.upstream_message_id AS wamid, m.error_code, m.error_title, r.attempted_at,
+            CASE WHEN m.status IN ('sent', 'delivered', 'read', 'failed') THEN m.status
+                 WHEN m.upstream_message_id IS NOT NULL THEN 'sent'
+                 WHEN r.attempted_at IS NULL OR r.attempted_at < now() - ${reconcileMs} * interval '1 millisecond' THEN 'pending'
+                 ELSE 'sending' END AS next
+          FROM expired e JOIN campaign_recipients r ON r.id = e.id LEFT JOIN messages m ON m.id = e.id)
+        UPDATE campaign_recipients r SET
+          status = res.next,
+          message_id = coalesce(res.wamid, r.message_id),
+          error_code = CASE WHEN res.next = 'failed' THEN res.error_code ELSE r.error_code END,
+          error_title = CASE WHEN res.next = 'failed' THEN res.error_title ELSE r.error_title END,
+          lease_until = CASE WHEN res.next = 'sending' THEN res.attempted_at + ${reconcileMs} * interval '1 millisecond' ELSE NULL END,
+          updated_at = now()
+        FROM resolved res WHERE r.id = res.id
+        RETURNING r.campaign_id, r.status`.execute(tx);
+      await applyCounterMoves(tx, rows.map((r) => ({ campaignId: r.campaign_id, from: 'sending', to: r.status })));
+      return rows.filter((r) => r.status !== 'sending').length;
+    });
+  },
+
+  /** RUNNING -> COMPLETED once no recipient is pending or sending. */
+  async completeIfDone(db: Db, campaignId: string): Promise<CampaignRow | undefined> {
+    return db.transaction().execute(async (tx) => {
+      const row = await tx.updateTable('campaigns').set({ status: 'COMPLETED', completed_at: new Date(), updated_at: new Date() })
+        .where('id', '=', campaignId).where('status', '=', 'RUNNING').where('pending_count', '<=', 0)
+        .returningAll().executeTakeFirst();
+      if (row) await recordTransition(tx, row, 'complete');
+      return row;
+    });
+  },
+
+  /** RUNNING -> FAILED with the reason (campaign.failed carries it). */
+  async fail(db: Db, campaignId: string, reason: string, code: number | null = null): Promise<CampaignRow | undefined> {
+    return db.transaction().execute(async (tx) => {
+      const row = await tx.updateTable('campaigns').set({ status: 'FAILED', failure_reason: reason.slice(0, 500), completed_at: new Date(), updated_at: new Date() })
+        .where('id', '=', campaignId).where('status', '=', 'RUNNING')
+        .returningAll().executeTakeFirst();
+      if (row) await recordTransition(tx, row, 'fail', { reason, error_code: code });
+      return row;
+    });
+  },
+
+  /**
+   * Status callbacks of campaign messages move their recipients forward (never back; failed is
+   * final), inside the callback's own transaction, with the campaign's counters.
+   */
+  async applyStatuses(tx: Tx, updates: { id: string; status: string; wamid: string; code: number | null; title: string | null }[]): Promise<void> {
+    if (updates.length === 0) return;
+    const values = sql.join(updates.map((u) => sql`(${u.id}::uuid, ${u.status}::text, ${u.wamid}::text, ${u.code}::int, ${u.title}::text)`));
+    const { rows } = await sql<{ campaign_id: string; old: string; status: string }>`
+      WITH v(id, status, wamid, code, title) AS (VALUES ${values}),
+      old AS (SELECT r.id, r.status FROM campaign_recipients r WHERE r.id IN (SELECT id FROM v) ORDER BY r.id FOR UPDATE OF r)
+      UPDATE campaign_recipients r SET status = v.status, message_id = coalesce(r.message_id, v.wamid), lease_until = NULL, updated_at = now(),
+        error_code = CASE WHEN v.status = 'failed' THEN v.code ELSE r.error_code END,
+        error_title = CASE WHEN v.status = 'failed' THEN v.title ELSE r.error_title END
+      FROM v, old
+      WHERE r.id = v.id AND old.id = v.id AND ${RANK_SQL('old.status')} < ${RANK_SQL('v.status')} AND old.status <> 'failed'
+      RETURNING r.campaign_id, old.status AS old, r.status`.execute(tx);
+    await applyCounterMoves(tx, rows.map((r) => ({ campaignId: r.campaign_id, from: r.old, to: r.status })));
+  },
+
+  /** Due SCHEDULED campaigns (the scheduler starts each with a conditional UPDATE). */
+  async due(db: Db, limit: number, onlyTenants?: string[]): Promise<{ id: string; tenant_id: string }[]> {
+    const { rows } = await sql<{ id: string; tenant_id: string }>`
+      SELECT c.id, c.tenant_id FROM campaigns c WHERE c.status = 'SCHEDULED' AND c.scheduled_at <= now() AND ${tenantFilter('c', onlyTenants)}
+      ORDER BY c.scheduled_at LIMIT ${limit}`.execute(db);
+    return rows;
+  },
+};

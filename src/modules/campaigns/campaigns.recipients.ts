@@ -1,0 +1,111 @@
+import { randomUUID } from 'node:crypto';
+import { Readable } from 'node:stream';
+import { sql } from 'kysely';
+import type { Db } from '../../db/database.ts';
+import { recordEvents } from '../../events/events.ts';
+import { AppError, notFound, validationError } from '../../http/errors.ts';
+import { completeIdempotencyKey } from '../../http/idempotency.ts';
+import { isoOrNull } from '../../http/nullable.ts';
+import { offsetOf, paginationFor, type PageQuery } from '../../http/pagination.ts';
+import { isUuid } from '../contacts/contacts.repository.ts';
+import { campaignsRepository as repo, type CampaignRow } from './campaigns.repository.ts';
+import { campaignEventData, toCampaign } from './campaigns.service.ts';
+import { TERMINAL_STATUSES } from './campaigns.states.ts';
+import type { Campaign } from './campaigns.schemas.ts';
+
+const CSV_BATCH = 1000;
+
+function csvField(value: unknown): string {
+  const text = value === null || value === undefined ? '' : String(value);
+  // Quote what needs it, and defuse spreadsheet formulas (a value starting with = + - @).
+  const safe = /^[=+\-@]/.test(text) && !/^[+-]?\d/.test(text) ? `'${text}` : text;
+  return /[",\r\n]/.test(safe) ? `"${safe.replace(/"/g, '""')}"` : safe;
+}
+
+/** Every recipient's outcome (listing, CSV export) and retargeting of the failed ones. */
+export class CampaignRecipients {
+  constructor(private db: Db) {}
+
+  private async campaign(tenantId: string, id: string): Promise<CampaignRow> {
+    const row = isUuid(id) ? await repo.findById(this.db, tenantId, id) : undefined;
+    if (!row) throw notFound('Campaign');
+    return row;
+  }
+
+  async page(tenantId: string, id: string, query: PageQuery & { status?: string }) {
+    await this.campaign(tenantId, id);
+    let base = this.db.selectFrom('campaign_recipients').where('campaign_id', '=', id).where('tenant_id', '=', tenantId);
+    if (query.status) base = base.where('status', '=', query.status);
+    const [rows, count] = await Promise.all([
+      base.selectAll().orderBy('id').limit(query.limit).offset(offsetOf(query)).execute(),
+      base.select((eb) => eb.fn.countAll<number>().as('n')).executeTakeFirstOrThrow(),
+    ]);
+    return {
+      data: rows.map((r) => ({
+        id: r.id, phone_number: r.phone, contact_id: r.contact_id, status: r.status, message_id: r.message_id,
+        error: r.error_title, error_code: r.error_code, attempts: r.attempts, updated_at: isoOrNull(r.updated_at),
+      })),
+      pagination: paginationFor(query.page, query.limit, Number(count.n)),
+    };
+  }
+
+  /** The whole outcome as CSV, read in keyset batches so a million recipients never sit in memory. */
+  async csv(tenantId: string, id: string, status?: string): Promise<Readable> {
+    await this.campaign(tenantId, id);
+    const db = this.db;
+    async function* lines() {
+      yield 'id,phone_number,contact_id,status,message_id,error_code,error,attempts,updated_at\n';
+      let after = '00000000-0000-0000-0000-000000000000';
+      for (;;) {
+        let q = db.selectFrom('campaign_recipients').selectAll().where('campaign_id', '=', id).where('tenant_id', '=', tenantId).where('id', '>', after);
+        if (status) q = q.where('status', '=', status);
+        const rows = await q.orderBy('id').limit(CSV_BATCH).execute();
+        if (rows.length === 0) return;
+        yield rows.map((r) => [r.id, r.phone, r.contact_id, r.status, r.message_id, r.error_code, r.error_title, r.attempts, isoOrNull(r.updated_at)].map(csvField).join(',') + '\n').join('');
+        after = rows[rows.length - 1].id;
+      }
+    }
+    return Readable.from(lines());
+  }
+
+  /**
+   * A new DRAFT campaign with the same template and mapping whose recipients are exactly the
+   * failed recipients (or those with the chosen error codes) of a finished campaign. Its
+   * recipients are materialised at once, so its audience is fixed.
+   */
+  async retarget(tenantId: string, id: string, input: { error_codes?: string[]; name?: string }): Promise<Campaign> {
+    const source = await this.campaign(tenantId, id);
+    if (!TERMINAL_STATUSES.includes(source.status as never)) {
+      throw validationError(`Only a finished campaign (COMPLETED, STOPPED or FAILED) can be retargeted; this one is ${source.status}`, ['path', 'id'], source.status, 'invalid_transition');
+    }
+    const codes = (input.error_codes ?? []).map((code, i) => {
+      if (!/^-?\d{1,10}$/.test(code) || Math.abs(Number(code)) > 2_147_483_647) throw validationError('error_codes must be upstream error codes (integers)', ['body', 'error_codes', i], code);
+      return Number(code);
+    });
+    const template = await this.db.selectFrom('templates').select(['id', 'status']).where('id', '=', source.template_id).executeTakeFirst();
+    if (template?.status !== 'approved') throw new AppError('NOT_FOUND', `Template ${source.template_id} not found or not approved`);
+    return this.db.transaction().execute(async (tx) => {
+      const row = await repo.insert(tx, tenantId, {
+        id: randomUUID(), name: input.name ?? `${source.name} (retarget)`.slice(0, 120), description: source.description, status: 'DRAFT',
+        template: { id: source.template_id, template_name: source.template_name ?? '', category: source.template_category ?? '', language: source.template_language ?? '' },
+        variableMapping: source.variable_mapping ?? null, batchSize: source.batch_size, groups: [], sources: [], scheduledAt: null, retargetedFrom: source.id,
+      });
+      const { rows } = await sql<{ n: number }>`
+        WITH inserted AS (
+          INSERT INTO campaign_recipients (id, tenant_id, campaign_id, contact_id, phone)
+          SELECT gen_random_uuid(), r.tenant_id, ${row.id}::uuid, r.contact_id, r.phone
+          FROM campaign_recipients r
+          WHERE r.campaign_id = ${source.id}::uuid AND r.tenant_id = ${tenantId}::uuid AND r.status = 'failed'
+            AND (${codes.length === 0} OR r.error_code = ANY(${codes}::int[]))
+          RETURNING 1)
+        SELECT count(*)::int AS n FROM inserted`.execute(tx);
+      const materialised = await tx.updateTable('campaigns')
+        .set({ total_recipients: rows[0].n, pending_count: rows[0].n, materialised_at: new Date() })
+        .where('id', '=', row.id).returningAll().executeTakeFirstOrThrow();
+      await recordEvents(tx, tenantId, [{ type: 'campaign.created', data: campaignEventData(materialised) }]);
+      const campaign = toCampaign(materialised);
+      await completeIdempotencyKey(tx, campaign);
+      return campaign;
+    });
+  }
+}

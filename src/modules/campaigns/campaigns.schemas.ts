@@ -1,0 +1,130 @@
+import { Type, type Static } from 'typebox';
+import { Nullable } from '../../http/nullable.ts';
+import { PageOf, PageQuery } from '../../http/pagination.ts';
+import { CAMPAIGN_STATUSES } from './campaigns.states.ts';
+
+export const CampaignStats = Type.Object({
+  total: Type.Integer(),
+  sent: Type.Integer(),
+  delivered: Type.Integer(),
+  read: Type.Integer(),
+  failed: Type.Integer(),
+  pending: Type.Integer(),
+});
+
+export const AudienceRow = Type.Object({ type: Type.Union([Type.Literal('group'), Type.Literal('source')]), value: Type.String() });
+
+const campaignFields = {
+  id: Type.String(),
+  name: Type.String(),
+  description: Nullable(Type.String()),
+  status: Type.Union(CAMPAIGN_STATUSES.map((s) => Type.Literal(s))),
+  template_id: Type.String(),
+  template_name: Nullable(Type.String()),
+  template_category: Nullable(Type.String()),
+  template_language: Nullable(Type.String()),
+  variable_mapping: Nullable(Type.Object({}, { additionalProperties: true })),
+  batch_size: Type.Integer(),
+  scheduled_at: Nullable(Type.String()),
+  started_at: Nullable(Type.String()),
+  completed_at: Nullable(Type.String()),
+  total_recipients: Type.Integer(),
+  stats: CampaignStats,
+  /** Why a FAILED campaign stopped (additive). */
+  failure_reason: Nullable(Type.String()),
+  created_at: Nullable(Type.String()),
+  updated_at: Nullable(Type.String()),
+};
+
+export const Campaign = Type.Object(campaignFields);
+export type Campaign = Static<typeof Campaign>;
+
+export const Preflight = Type.Object({
+  audience_size: Type.Integer(),
+  messaging_tier: Nullable(Type.String()),
+  /** Unique recipients the tier allows per 24 h; null when unlimited or no account. */
+  tier_limit: Nullable(Type.Integer()),
+  within_tier: Type.Boolean(),
+  messages_per_second: Nullable(Type.Integer()),
+  estimated_duration_seconds: Nullable(Type.Integer()),
+  warnings: Type.Array(Type.String()),
+});
+
+export const CampaignDetail = Type.Object({ ...campaignFields, audiences: Type.Array(AudienceRow), preflight: Preflight });
+export type CampaignDetail = Static<typeof CampaignDetail>;
+
+export const CampaignList = Type.Object({ data: Type.Array(Campaign) });
+
+// Items are checked by the service (400 naming the item) so the message can say what is wrong.
+const AudienceItems = Type.Array(Type.Unknown());
+export const AudienceBody = Type.Object({
+  groups: Type.Optional(AudienceItems),
+  sources: Type.Optional(AudienceItems),
+});
+export type AudienceBody = Static<typeof AudienceBody>;
+
+export const CampaignCreate = Type.Object({
+  name: Type.String({ minLength: 1, maxLength: 120 }),
+  description: Type.Optional(Nullable(Type.String({ maxLength: 500 }))),
+  template_id: Type.String({ minLength: 1, maxLength: 255 }),
+  batch_size: Type.Optional(Type.Integer({ minimum: 1, maximum: 1000 })),
+  // Normalised and checked by the service (spec 2.2), which names the failing path.
+  variable_mapping: Type.Optional(Type.Unknown()),
+  audience: Type.Optional(AudienceBody),
+  scheduled_at: Type.Optional(Type.String({ format: 'date-time' })),
+});
+export type CampaignCreate = Static<typeof CampaignCreate>;
+
+export const ScheduleBody = Type.Object({ scheduled_at: Type.String({ format: 'date-time' }) });
+
+export const IdParams = Type.Object({ id: Type.String() });
+export const ErrorCodeParams = Type.Object({ id: Type.String(), error_code: Type.String({ maxLength: 32 }) });
+
+export const AudiencePreview = Type.Object({
+  total: Type.Integer(),
+  sample: Type.Array(Type.Object({ id: Type.String(), first_name: Type.String(), phone: Type.String() })),
+});
+
+export const FieldCoverageBody = Type.Object({ fields: Type.Array(Type.String({ minLength: 1, maxLength: 120 }), { minItems: 1, maxItems: 50 }) });
+export const FieldCoverage = Type.Object({
+  total_recipients: Type.Integer(),
+  coverage: Type.Record(Type.String(), Type.Object({ present: Type.Integer(), missing: Type.Integer() })),
+});
+
+export const RenderBody = Type.Object({ sample_contact_id: Type.Optional(Type.String()) });
+export const RenderPreview = Type.Object({
+  campaign_id: Type.String(),
+  sample_contact_id: Nullable(Type.String()),
+  resolved_components: Type.Array(Type.Object({ type: Type.String(), text: Type.String() })),
+});
+
+export const ErrorsSummary = Type.Object({
+  total_failed: Type.Integer(),
+  by_code: Type.Array(Type.Object({ code: Type.String(), title: Type.String(), fix: Type.String(), count: Type.Integer(), sample_message: Type.String() })),
+});
+
+export const RecipientRow = Type.Object({
+  id: Type.String(),
+  phone_number: Type.String(),
+  contact_id: Nullable(Type.String()),
+  status: Type.String(),
+  message_id: Nullable(Type.String()),
+  error: Nullable(Type.String()),
+});
+export const ErrorDrillDown = Type.Object({ error_code: Type.String(), recipients: Type.Array(RecipientRow) });
+export const DrillDownQuery = Type.Object({ limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 200, default: 50 })) });
+
+export const Recipient = Type.Object({
+  ...RecipientRow.properties,
+  error_code: Nullable(Type.Integer()),
+  attempts: Type.Integer(),
+  updated_at: Nullable(Type.String()),
+});
+export const RecipientStatus = Type.Union(['pending', 'sending', 'sent', 'delivered', 'read', 'failed'].map((s) => Type.Literal(s)));
+export const RecipientsQuery = Type.Object({ ...PageQuery.properties, status: Type.Optional(RecipientStatus) });
+export const RecipientPage = PageOf(Recipient);
+
+export const RetargetBody = Type.Object({
+  error_codes: Type.Optional(Type.Array(Type.String({ minLength: 1, maxLength: 32 }), { minItems: 1, maxItems: 100 })),
+  name: Type.Optional(Type.String({ minLength: 1, maxLength: 120 })),
+});

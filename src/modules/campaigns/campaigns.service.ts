@@ -1,0 +1,341 @@
+import { randomUUID } from 'node:crypto';
+import { sql } from 'kysely';
+import type { Db, Tx } from '../../db/database.ts';
+import { recordEvents } from '../../events/events.ts';
+import { AppError, notFound, validationError, type ValidationDetail } from '../../http/errors.ts';
+import { completeIdempotencyKey } from '../../http/idempotency.ts';
+import { isoOrNull } from '../../http/nullable.ts';
+import { lookupErrorCode } from '../../upstream/error-codes.ts';
+import { noActiveAccount } from '../business-accounts/business-accounts.repository.ts';
+import { isUuid } from '../contacts/contacts.repository.ts';
+import { placeholderPlan } from '../templates/templates.grammar.ts';
+import { templatesRepository } from '../templates/templates.repository.ts';
+import { checkMappingAgainstTemplate, isContactField, mediaIdsOf, normaliseMapping, renderComponents, templateNeedsParameters, type MappedContact, type VariableMapping } from './campaigns.mapping.ts';
+import { audienceCondition, campaignsRepository as repo, type Audience, type CampaignRow, type TransitionSet } from './campaigns.repository.ts';
+import type { AudienceBody, Campaign, CampaignCreate, CampaignDetail } from './campaigns.schemas.ts';
+import { AUDIENCE_EDITABLE, canTransition, TRANSITIONS, type CampaignAction } from './campaigns.states.ts';
+
+const MEDIA_TYPE_OF_HEADER: Record<string, string> = { IMAGE: 'image', VIDEO: 'video', DOCUMENT: 'document' };
+/** Meta's messaging tiers: unique users a phone number may start conversations with per 24 h. */
+export const TIER_LIMITS: Record<string, number | null> = { '250': 250, '1K': 1_000, '10K': 10_000, '100K': 100_000, unlimited: null };
+
+export function toCampaign(row: CampaignRow): Campaign {
+  return {
+    id: row.id,
+    name: row.name,
+    description: row.description,
+    status: row.status as Campaign['status'],
+    template_id: row.template_id,
+    template_name: row.template_name,
+    template_category: row.template_category,
+    template_language: row.template_language,
+    variable_mapping: (row.variable_mapping ?? null) as Campaign['variable_mapping'],
+    batch_size: row.batch_size,
+    scheduled_at: isoOrNull(row.scheduled_at),
+    started_at: isoOrNull(row.started_at),
+    completed_at: isoOrNull(row.completed_at),
+    total_recipients: row.total_recipients,
+    // Funnel counts: a read message was also delivered and sent. total = sent + failed + pending.
+    stats: {
+      total: row.total_recipients,
+      sent: row.sent_count + row.delivered_count + row.read_count,
+      delivered: row.delivered_count + row.read_count,
+      read: row.read_count,
+      failed: row.failed_count,
+      pending: row.pending_count,
+    },
+    failure_reason: row.failure_reason,
+    created_at: isoOrNull(row.created_at),
+    updated_at: isoOrNull(row.updated_at),
+  };
+}
+
+export function audiencesOf(row: CampaignRow) {
+  return [
+    ...row.audience_groups.map((value) => ({ type: 'group' as const, value })),
+    ...row.audience_sources.map((value) => ({ type: 'source' as const, value })),
+  ];
+}
+
+/** campaign.* event data: the campaign as GET returns it (with its audiences). */
+export function campaignEventData(row: CampaignRow) {
+  return { ...toCampaign(row), audiences: audiencesOf(row) };
+}
+
+/** Records a state-machine move's event in the move's own transaction. */
+export async function recordTransition(tx: Tx, row: CampaignRow, action: CampaignAction, extra: Record<string, unknown> = {}): Promise<void> {
+  await recordEvents(tx, row.tenant_id, [{ type: TRANSITIONS[action].event, data: { ...campaignEventData(row), ...extra } }]);
+}
+
+function checkAudience(body: AudienceBody | undefined, loc: (string | number)[]): Audience {
+  const issues: ValidationDetail[] = [];
+  const list = (key: 'groups' | 'sources'): string[] => {
+    const items = body?.[key] ?? [];
+    if (items.length > 100) { issues.push({ type: 'too_long', loc: [...loc, key], msg: `${key} may have at most 100 entries`, input: items.length }); return []; }
+    items.forEach((item, i) => {
+      if (typeof item !== 'string') issues.push({ type: 'string_type', loc: [...loc, key, i], msg: `${key} entries must be strings`, input: item ?? null });
+      else if (item.trim().length === 0) issues.push({ type: 'too_short', loc: [...loc, key, i], msg: `${key} entries must not be empty`, input: item });
+      else if (item.length > 100) issues.push({ type: 'too_long', loc: [...loc, key, i], msg: `${key} entries must be at most 100 characters`, input: item });
+    });
+    return [...new Set(items as string[])];
+  };
+  const audience = { groups: list('groups'), sources: list('sources') };
+  if (issues.length > 0) throw new AppError('VALIDATION_ERROR', issues.length === 1 ? issues[0].msg : 'Invalid audience', { details: issues });
+  return audience;
+}
+
+const CONTACT_COLUMNS = sql`c.id, c.first_name, c.last_name, c.phone, c.email, c.company, c.job_title, c.status, c.source, c.custom_fields`;
+type ContactForPreview = MappedContact & { id: string };
+
+export class CampaignsService {
+  constructor(private db: Db) {}
+
+  async list(tenantId: string): Promise<{ data: Campaign[] }> {
+    return { data: (await repo.list(this.db, tenantId)).map(toCampaign) };
+  }
+
+  private async mustFind(db: Db | Tx, tenantId: string, id: string): Promise<CampaignRow> {
+    const row = isUuid(id) ? await repo.findById(db, tenantId, id) : undefined;
+    if (!row) throw notFound('Campaign');
+    return row;
+  }
+
+  async get(tenantId: string, id: string): Promise<CampaignDetail> {
+    const row = await this.mustFind(this.db, tenantId, id);
+    return { ...toCampaign(row), audiences: audiencesOf(row), preflight: await this.preflight(row) };
+  }
+
+  /** Audience size against the number's messaging tier, and how long dispatch takes at its pace. */
+  private async preflight(row: CampaignRow): Promise<CampaignDetail['preflight']> {
+    const size = row.materialised_at ? row.total_recipients : await this.audienceCount(row.tenant_id, { groups: row.audience_groups, sources: row.audience_sources });
+    const account = await this.db.selectFrom('business_accounts').select(['messages_per_second', 'messaging_tier'])
+      .where('tenant_id', '=', row.tenant_id).where('status', '=', 'active').executeTakeFirst();
+    const limit = account ? TIER_LIMITS[account.messaging_tier] ?? null : null;
+    const warnings: string[] = [];
+    if (!account) warnings.push('No active business account: the campaign cannot be sent.');
+    if (limit !== null && size > limit) warnings.push(`The audience (${size}) exceeds the messaging tier's ${limit} unique recipients per 24 hours; the rest will fail until the tier is raised.`);
+    if (size === 0) warnings.push('The audience resolves to no contacts.');
+    return {
+      audience_size: size,
+      messaging_tier: account?.messaging_tier ?? null,
+      tier_limit: limit,
+      within_tier: limit === null ? Boolean(account) : size <= limit,
+      messages_per_second: account?.messages_per_second ?? null,
+      estimated_duration_seconds: account ? Math.ceil(size / account.messages_per_second) : null,
+      warnings,
+    };
+  }
+
+  private async audienceCount(tenantId: string, audience: Audience): Promise<number> {
+    if (audience.groups.length === 0 && audience.sources.length === 0) return 0;
+    const { rows } = await sql<{ n: number }>`SELECT count(*)::int AS n FROM contacts c WHERE ${audienceCondition(tenantId, audience)}`.execute(this.db);
+    return rows[0].n;
+  }
+
+  /** Normalises the mapping and checks it against the template and the tenant's media (400 naming the path). */
+  private async checkedMapping(tenantId: string, templateComponents: unknown[], raw: unknown): Promise<VariableMapping | null> {
+    const plan = placeholderPlan(templateComponents);
+    let mapping: VariableMapping | null = null;
+    if (raw !== undefined && raw !== null) {
+      const normalised = normaliseMapping(raw);
+      if (!normalised.mapping) throw new AppError('VALIDATION_ERROR', normalised.issues.length === 1 ? normalised.issues[0].msg : 'Invalid variable_mapping', { details: normalised.issues });
+      mapping = normalised.mapping;
+    } else if (templateNeedsParameters(plan)) {
+      throw validationError('variable_mapping is required: the template has variables', ['body', 'variable_mapping']);
+    }
+    const issues = checkMappingAgainstTemplate(mapping, plan);
+    if (issues.length > 0) throw new AppError('VALIDATION_ERROR', issues.length === 1 ? issues[0].msg : 'variable_mapping does not match the template', { details: issues });
+    const mediaIds = mediaIdsOf(mapping);
+    if (mediaIds.length > 0) {
+      const found = await this.db.selectFrom('media').select(['id', 'media_type']).where('tenant_id', '=', tenantId).where('id', 'in', mediaIds).where('deleted_at', 'is', null).execute();
+      const types = new Map(found.map((m) => [m.id, m.media_type]));
+      const wanted = plan.header ? MEDIA_TYPE_OF_HEADER[plan.header.format] : undefined;
+      for (const id of mediaIds) {
+        if (!types.has(id)) throw validationError(`media ${id} is not a media asset of this tenant`, ['body', 'variable_mapping'], id);
+        if (wanted && types.get(id) !== wanted) throw validationError(`media ${id} is ${types.get(id)}, but the template header needs ${wanted}`, ['body', 'variable_mapping'], id);
+      }
+    }
+    return mapping;
+  }
+
+  async create(tenantId: string, input: CampaignCreate): Promise<Campaign> {
+    const audience = checkAudience(input.audience, ['body', 'audience']);
+    const scheduledAt = input.scheduled_at ? new Date(input.scheduled_at) : null;
+    if (scheduledAt && scheduledAt.getTime() <= Date.now()) throw validationError('scheduled_at must be in the future', ['body', 'scheduled_at'], input.scheduled_at);
+    const template = await templatesRepository.findByIdOrUpstreamId(this.db, tenantId, input.template_id);
+    if (!template || template.status !== 'approved') throw new AppError('NOT_FOUND', `Template ${input.template_id} not found or not approved`);
+    const mapping = await this.checkedMapping(tenantId, template.components, input.variable_mapping);
+    return this.db.transaction().execute(async (tx) => {
+      const row = await repo.insert(tx, tenantId, {
+        id: randomUUID(), name: input.name, description: input.description ?? null, status: scheduledAt ? 'SCHEDULED' : 'DRAFT',
+        template: { id: template.id, template_name: template.template_name, category: template.category, language: template.language },
+        variableMapping: mapping, batchSize: input.batch_size ?? 50, groups: audience.groups, sources: audience.sources, scheduledAt,
+      });
+      const data = campaignEventData(row);
+      await recordEvents(tx, tenantId, [
+        { type: 'campaign.created', data },
+        ...(scheduledAt ? [{ type: 'campaign.scheduled' as const, data }] : []),
+      ]);
+      const campaign = toCampaign(row);
+      await completeIdempotencyKey(tx, campaign);
+      return campaign;
+    });
+  }
+
+  async setAudience(tenantId: string, id: string, body: AudienceBody): Promise<CampaignDetail> {
+    const audience = checkAudience(body, ['body']);
+    const row = await this.db.transaction().execute(async (tx) => {
+      const current = await this.mustFind(tx, tenantId, id);
+      if (!AUDIENCE_EDITABLE.includes(current.status as never)) {
+        throw validationError(`The audience can be replaced only in DRAFT or PAUSED; the campaign is ${current.status}`, ['path', 'id'], current.status, 'invalid_transition');
+      }
+      if (current.status === 'DRAFT' && current.materialised_at) {
+        throw validationError('This campaign retargets the recipients of another; its audience is fixed', ['path', 'id'], current.status, 'invalid_transition');
+      }
+      const updated = await repo.setAudience(tx, tenantId, id, audience, AUDIENCE_EDITABLE);
+      if (!updated) throw new AppError('CONFLICT', 'The campaign changed status concurrently; re-read it and retry');
+      if (!updated.materialised_at) await recordEvents(tx, tenantId, [{ type: 'campaign.updated', data: campaignEventData(updated) }]);
+      return updated;
+    });
+    return { ...toCampaign(row), audiences: audiencesOf(row), preflight: await this.preflight(row) };
+  }
+
+  /**
+   * One lifecycle action (spec 3.1). Not allowed from the current status: 400 naming it. Allowed
+   * when read but lost to a concurrent move before the conditional UPDATE: 409.
+   */
+  async act(tenantId: string, id: string, action: 'send' | 'schedule' | 'pause' | 'resume' | 'stop', input: { scheduled_at?: string } = {}): Promise<CampaignDetail> {
+    const row = await this.db.transaction().execute(async (tx) => {
+      const current = await this.mustFind(tx, tenantId, id);
+      if (!canTransition(action, current.status)) {
+        throw validationError(`Cannot ${action} a campaign in status ${current.status}`, ['path', 'id'], current.status, 'invalid_transition');
+      }
+      const set: TransitionSet = {};
+      if (action === 'schedule') {
+        const at = new Date(input.scheduled_at ?? '');
+        if (!(at.getTime() > Date.now())) throw validationError('scheduled_at must be in the future', ['body', 'scheduled_at'], input.scheduled_at ?? null);
+        set.scheduled_at = at;
+      }
+      const starts = action === 'send' || action === 'resume';
+      if (starts) await this.checkSendable(tx, current);
+      if (starts && !current.started_at) set.started_at = new Date();
+      let moved = await repo.transition(tx, tenantId, id, action, set);
+      if (!moved) throw new AppError('CONFLICT', `The campaign changed status concurrently; re-read it and retry`);
+      if (starts) moved = await repo.materialise(tx, moved);
+      await recordTransition(tx, moved, action);
+      return moved;
+    });
+    return { ...toCampaign(row), audiences: audiencesOf(row), preflight: await this.preflight(row) };
+  }
+
+  /** Dispatch needs an approved template, an active business account, and an audience. */
+  private async checkSendable(tx: Tx, campaign: CampaignRow): Promise<void> {
+    const account = await tx.selectFrom('business_accounts').select('waba_id').where('tenant_id', '=', campaign.tenant_id).where('status', '=', 'active').executeTakeFirst();
+    if (!account) throw noActiveAccount();
+    const template = await tx.selectFrom('templates').select(['status', 'waba_id']).where('id', '=', campaign.template_id).executeTakeFirst();
+    if (template?.status !== 'approved' || template.waba_id !== account.waba_id) {
+      throw validationError(`The campaign's template is not approved under the active business account (status ${template?.status ?? 'deleted'})`, ['body', 'template_id'], campaign.template_id);
+    }
+    if (!campaign.materialised_at && campaign.audience_groups.length === 0 && campaign.audience_sources.length === 0) {
+      throw validationError('The campaign has no audience: set groups or sources first', ['body', 'audience'], null);
+    }
+  }
+
+  async refreshMetrics(tenantId: string, id: string): Promise<Campaign> {
+    await this.mustFind(this.db, tenantId, id);
+    const row = await this.db.transaction().execute((tx) => repo.recountStats(tx, tenantId, id));
+    if (!row) throw notFound('Campaign');
+    return toCampaign(row);
+  }
+
+  async audiencePreview(tenantId: string, id: string) {
+    const row = await this.mustFind(this.db, tenantId, id);
+    const audience = { groups: row.audience_groups, sources: row.audience_sources };
+    if (audience.groups.length === 0 && audience.sources.length === 0) return { total: 0, sample: [] };
+    const { rows } = await sql<{ id: string; first_name: string; phone: string; total: number }>`
+      SELECT c.id, c.first_name, c.phone, count(*) OVER ()::int AS total
+      FROM contacts c WHERE ${audienceCondition(tenantId, audience)}
+      ORDER BY c.created_at, c.id LIMIT 10`.execute(this.db);
+    const total = rows.length < 10 ? rows.length : rows[0].total;
+    return { total, sample: rows.map((r) => ({ id: r.id, first_name: r.first_name, phone: r.phone })) };
+  }
+
+  async fieldCoverage(tenantId: string, id: string, fields: string[]) {
+    fields.forEach((field, i) => {
+      if (!isContactField(field)) throw validationError(`Unknown field "${field}": use a contact column or custom_fields.<key>`, ['body', 'fields', i], field);
+    });
+    const row = await this.mustFind(this.db, tenantId, id);
+    const audience = { groups: row.audience_groups, sources: row.audience_sources };
+    const unique = [...new Set(fields)];
+    const present = unique.map((field, i) => {
+      const value = field.startsWith('custom_fields.')
+        ? sql`nullif(c.custom_fields ->> ${field.slice('custom_fields.'.length)}, '')`
+        : sql`nullif(${sql.ref(`c.${field}`)}::text, '')`;
+      return sql`count(${value})::int AS ${sql.ref(`f${i}`)}`;
+    });
+    const empty = audience.groups.length === 0 && audience.sources.length === 0;
+    const { rows } = await sql<Record<string, number>>`
+      SELECT count(*)::int AS total, ${sql.join(present)} FROM contacts c WHERE ${empty ? sql`false` : audienceCondition(tenantId, audience)}`.execute(this.db);
+    const total = rows[0].total;
+    const coverage = Object.fromEntries(unique.map((field, i) => [field, { present: rows[0][`f${i}`], missing: total - rows[0][`f${i}`] }]));
+    return { total_recipients: total, coverage };
+  }
+
+  async renderPreview(tenantId: string, id: string, sampleContactId: string | undefined) {
+    const row = await this.mustFind(this.db, tenantId, id);
+    let contact: ContactForPreview | undefined;
+    if (sampleContactId !== undefined) {
+      const { rows } = isUuid(sampleContactId)
+        ? await sql<ContactForPreview>`SELECT ${CONTACT_COLUMNS} FROM contacts c WHERE c.tenant_id = ${tenantId}::uuid AND c.id = ${sampleContactId}::uuid AND c.deleted_at IS NULL`.execute(this.db)
+        : { rows: [] };
+      contact = rows[0];
+      if (!contact) throw notFound('Contact');
+    } else {
+      const audience = { groups: row.audience_groups, sources: row.audience_sources };
+      if (audience.groups.length > 0 || audience.sources.length > 0) {
+        const { rows } = await sql<ContactForPreview>`SELECT ${CONTACT_COLUMNS} FROM contacts c WHERE ${audienceCondition(tenantId, audience)} ORDER BY c.created_at, c.id LIMIT 1`.execute(this.db);
+        contact = rows[0];
+      }
+    }
+    const template = await this.db.selectFrom('templates').select('components').where('id', '=', row.template_id).executeTakeFirst();
+    const blank: MappedContact = { first_name: '', last_name: null, phone: '', email: null, company: null, job_title: null, status: null, source: '', custom_fields: {} };
+    return {
+      campaign_id: row.id,
+      sample_contact_id: contact?.id ?? null,
+      resolved_components: renderComponents(template?.components ?? [], (row.variable_mapping ?? null) as VariableMapping | null, contact ?? blank),
+    };
+  }
+
+  async errorsSummary(tenantId: string, id: string) {
+    await this.mustFind(this.db, tenantId, id);
+    const { rows } = await sql<{ code: number | null; count: number; sample: string | null }>`
+      SELECT error_code AS code, count(*)::int AS count, (array_agg(error_title ORDER BY id) FILTER (WHERE error_title IS NOT NULL))[1] AS sample
+      FROM campaign_recipients WHERE campaign_id = ${id}::uuid AND tenant_id = ${tenantId}::uuid AND status = 'failed'
+      GROUP BY error_code ORDER BY count DESC, error_code`.execute(this.db);
+    const byCode = rows.map((r) => {
+      const info = r.code === null ? undefined : lookupErrorCode(r.code);
+      return {
+        code: String(r.code ?? 'unknown'),
+        title: info?.title ?? r.sample ?? 'Unknown error',
+        fix: info?.fix ?? 'An error this service does not know; see the sample message and the WhatsApp Cloud API error reference.',
+        count: r.count,
+        sample_message: r.sample ?? info?.title ?? '',
+      };
+    });
+    return { total_failed: byCode.reduce((n, r) => n + r.count, 0), by_code: byCode };
+  }
+
+  async errorsDrillDown(tenantId: string, id: string, errorCode: string, limit: number) {
+    await this.mustFind(this.db, tenantId, id);
+    let query = this.db.selectFrom('campaign_recipients').select(['id', 'phone', 'contact_id', 'status', 'message_id', 'error_title'])
+      .where('campaign_id', '=', id).where('tenant_id', '=', tenantId).where('status', '=', 'failed');
+    if (errorCode === 'unknown') query = query.where('error_code', 'is', null);
+    else if (/^-?\d{1,10}$/.test(errorCode) && Math.abs(Number(errorCode)) <= 2_147_483_647) query = query.where('error_code', '=', Number(errorCode));
+    else throw validationError('error_code must be an upstream error code (an integer) or "unknown"', ['path', 'error_code'], errorCode);
+    const rows = await query.orderBy('id').limit(limit).execute();
+    return {
+      error_code: errorCode,
+      recipients: rows.map((r) => ({ id: r.id, phone_number: r.phone, contact_id: r.contact_id, status: r.status, message_id: r.message_id, error: r.error_title })),
+    };
+  }
+}

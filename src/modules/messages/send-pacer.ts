@@ -1,0 +1,148 @@
+import type { Redis } from 'ioredis';
+import { TIMED_OUT, withDeadline } from '../../http/rate-limit.ts';
+
+/**
+ * Pacing of sends per phone number (Meta's throughput: messages per second), shared by every
+ * worker process through Redis when it is configured.
+ *
+ * Each number has a theoretical arrival time (GCRA): a reservation of n sends gets n slots spaced
+ * 1/rate apart from max(now, tat), and tat moves past them. Senders send each message at its slot,
+ * so no second ever carries more than the rate, however many workers share the number. Slots are
+ * handed out at most `horizonMs` ahead, which bounds what a crashed worker can waste.
+ *
+ * A number that answered 130429 (throughput exceeded) has its rate halved, then raised back by a
+ * quarter every `recoveryMs` without another 130429.
+ */
+export interface Reservation {
+  granted: number;
+  /** Epoch ms of the first slot. */
+  startAt: number;
+  /** Ms between two slots. */
+  intervalMs: number;
+}
+
+export interface PacerOptions {
+  horizonMs?: number;
+  recoveryMs?: number;
+}
+
+const MIN_FACTOR = 1 / 64;
+
+interface PaceState { tat: number; factor: number; penalisedAt: number }
+
+function effectiveFactor(state: PaceState, now: number, recoveryMs: number): number {
+  if (state.factor >= 1) return 1;
+  const steps = Math.floor((now - state.penalisedAt) / recoveryMs);
+  return Math.min(1, state.factor * 1.25 ** steps);
+}
+
+function reserveFrom(state: PaceState, now: number, want: number, rate: number, horizonMs: number, recoveryMs: number): Reservation {
+  const interval = 1000 / (rate * effectiveFactor(state, now, recoveryMs));
+  const tat = Math.max(state.tat, now);
+  const granted = Math.max(0, Math.min(want, Math.floor((now + horizonMs - tat) / interval)));
+  state.tat = tat + granted * interval;
+  return { granted, startAt: tat, intervalMs: interval };
+}
+
+// The same arithmetic in Lua, so that a reservation is one atomic round trip.
+const RESERVE_LUA = `
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local want, rate, horizon, recovery = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
+local s = redis.call('HMGET', KEYS[1], 'tat', 'factor', 'pen')
+local tat = tonumber(s[1]) or 0
+local factor = tonumber(s[2]) or 1
+local pen = tonumber(s[3]) or 0
+if factor < 1 then
+  factor = math.min(1, factor * (1.25 ^ math.floor((now - pen) / recovery)))
+end
+local interval = 1000 / (rate * factor)
+if tat < now then tat = now end
+local granted = math.floor((now + horizon - tat) / interval)
+if granted > want then granted = want end
+if granted < 0 then granted = 0 end
+redis.call('HSET', KEYS[1], 'tat', tostring(tat + granted * interval))
+redis.call('PEXPIRE', KEYS[1], 3600000)
+return { granted, tostring(tat), tostring(interval), tostring(now) }
+`;
+
+const PENALISE_LUA = `
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local recovery, minFactor = tonumber(ARGV[1]), tonumber(ARGV[2])
+local s = redis.call('HMGET', KEYS[1], 'factor', 'pen')
+local factor = tonumber(s[1]) or 1
+local pen = tonumber(s[2]) or 0
+if factor < 1 then factor = math.min(1, factor * (1.25 ^ math.floor((now - pen) / recovery))) end
+-- One halving per recovery period: a burst of 130429 answers to one reservation counts once.
+if now - pen >= 1000 then
+  factor = math.max(minFactor, factor / 2)
+  redis.call('HSET', KEYS[1], 'factor', tostring(factor), 'pen', tostring(now))
+  redis.call('PEXPIRE', KEYS[1], 3600000)
+end
+return tostring(factor)
+`;
+
+type RedisWithPace = Redis & {
+  paceReserve(key: string, want: number, rate: number, horizon: number, recovery: number): Promise<[number, string, string, string]>;
+  pacePenalise(key: string, recovery: number, minFactor: number): Promise<string>;
+};
+
+export class SendPacer {
+  private memory = new Map<string, PaceState>();
+  private redis: RedisWithPace | null;
+  private readonly horizonMs: number;
+  private readonly recoveryMs: number;
+
+  constructor(redis: Redis | null, options: PacerOptions = {}, private deadlineMs = 200) {
+    this.horizonMs = options.horizonMs ?? 1000;
+    this.recoveryMs = options.recoveryMs ?? 5000;
+    if (redis && !('paceReserve' in redis)) {
+      redis.defineCommand('paceReserve', { numberOfKeys: 1, lua: RESERVE_LUA });
+      redis.defineCommand('pacePenalise', { numberOfKeys: 1, lua: PENALISE_LUA });
+    }
+    this.redis = redis as RedisWithPace | null;
+  }
+
+  private local(phoneNumberId: string): PaceState {
+    let state = this.memory.get(phoneNumberId);
+    if (!state) {
+      if (this.memory.size > 10_000) this.memory.clear();
+      state = { tat: 0, factor: 1, penalisedAt: 0 };
+      this.memory.set(phoneNumberId, state);
+    }
+    return state;
+  }
+
+  /**
+   * Up to `want` send slots for this number at `rate` per second. Without Redis (or while it does
+   * not answer) pacing holds per process.
+   */
+  async reserve(phoneNumberId: string, want: number, rate: number): Promise<Reservation> {
+    if (this.redis) {
+      try {
+        const reply = await withDeadline(this.redis.paceReserve(`pace:${phoneNumberId}`, want, rate, this.horizonMs, this.recoveryMs), this.deadlineMs);
+        if (reply !== TIMED_OUT) {
+          const [granted, tat, interval, redisNow] = reply;
+          // Slots are in Redis's clock; shift them onto ours.
+          const skew = Date.now() - Number(redisNow);
+          return { granted: Number(granted), startAt: Number(tat) + skew, intervalMs: Number(interval) };
+        }
+      } catch { /* Redis unavailable: pace in process */ }
+    }
+    return reserveFrom(this.local(phoneNumberId), Date.now(), want, rate, this.horizonMs, this.recoveryMs);
+  }
+
+  /** The number answered 130429: halve its rate for a while. */
+  async penalise(phoneNumberId: string): Promise<void> {
+    const state = this.local(phoneNumberId);
+    const now = Date.now();
+    if (now - state.penalisedAt >= 1000) {
+      state.factor = Math.max(MIN_FACTOR, effectiveFactor(state, now, this.recoveryMs) / 2);
+      state.penalisedAt = now;
+    }
+    if (this.redis) {
+      try { await withDeadline(this.redis.pacePenalise(`pace:${phoneNumberId}`, this.recoveryMs, MIN_FACTOR), this.deadlineMs); } catch { /* in process only */ }
+    }
+  }
+}

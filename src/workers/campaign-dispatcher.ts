@@ -1,0 +1,203 @@
+import type { Logger } from 'pino';
+import type { Db } from '../db/database.ts';
+import { decryptSecret } from '../crypto/secrets.ts';
+import { resolveSendComponents, type MediaForSend, type VariableMapping } from '../modules/campaigns/campaigns.mapping.ts';
+import { campaignQueue, type ClaimedRecipient, type RunningCampaign } from '../modules/campaigns/campaigns.queue.ts';
+import { campaignsRepository } from '../modules/campaigns/campaigns.repository.ts';
+import { recordTransition } from '../modules/campaigns/campaigns.service.ts';
+import type { MediaService } from '../modules/media/media.service.ts';
+import type { MediaType } from '../modules/media/media.types.ts';
+import type { SendPacer } from '../modules/messages/send-pacer.ts';
+import { placeholderPlan } from '../modules/templates/templates.grammar.ts';
+import { lookupErrorCode, retryDelayMs } from '../upstream/error-codes.ts';
+import type { SendTemplateResult, UpstreamAccount, UpstreamClient, UpstreamOutcome } from '../upstream/types.ts';
+import type { WorkerLoop } from './loop.ts';
+
+export interface CampaignDispatcherOptions {
+  secretsKey: Buffer;
+  /** A claimed recipient's lease: longer than the pacing horizon plus an upstream call. */
+  leaseMs: number;
+  /** After an attempt whose outcome is unknown, how long to wait for a callback before sending again. */
+  reconcileMs: number;
+  /** Batches in flight per worker process. */
+  maxBatches: number;
+  /** Retryable upstream answers (other than the rate limits) before a recipient fails. */
+  maxAttempts: number;
+  /** Only these tenants' campaigns (tests that share one database run their own dispatchers). */
+  onlyTenants?: string[];
+}
+
+const MEDIA_TYPES: Record<string, MediaType> = { IMAGE: 'image', VIDEO: 'video', DOCUMENT: 'document' };
+const sleepUntil = (at: number) => new Promise<void>((resolve) => setTimeout(resolve, Math.max(0, at - Date.now())));
+
+type Outcomes = Parameters<typeof campaignQueue.recordOutcomes>[1];
+
+/**
+ * The campaign dispatcher (ARCHITECTURE 5): claims batches of pending recipients of running
+ * campaigns, paces them per phone number, sends each through the upstream client with its
+ * recipient id as biz_opaque_callback_data, and records the outcomes. Any number of workers may
+ * run it: every claim is a SKIP LOCKED row lock, every campaign move a conditional UPDATE.
+ */
+export class CampaignDispatcher {
+  private inFlight = new Set<Promise<void>>();
+  private lastReconcile = 0;
+
+  constructor(private db: Db, private upstream: UpstreamClient, private media: MediaService, private pacer: SendPacer,
+    private options: CampaignDispatcherOptions, private logger?: Logger) {}
+
+  loop(): WorkerLoop {
+    return { name: 'campaign-dispatcher', runOnce: () => this.dispatchOnce(), stop: () => this.drain() };
+  }
+
+  /** Waits for the batches in flight (their sends finish and are recorded). */
+  async drain(): Promise<void> {
+    while (this.inFlight.size > 0) await Promise.allSettled([...this.inFlight]);
+  }
+
+  async dispatchOnce(): Promise<number> {
+    let handled = 0;
+    if (Date.now() - this.lastReconcile >= Math.min(1000, this.options.reconcileMs)) {
+      this.lastReconcile = Date.now();
+      handled += await campaignQueue.reconcileExpired(this.db, this.options.reconcileMs, this.options.onlyTenants);
+    }
+    const campaigns = await campaignQueue.running(this.db, 16, this.options.onlyTenants);
+    await campaignQueue.touch(this.db, campaigns.map((c) => c.id));
+    for (const campaign of campaigns) {
+      if (this.inFlight.size >= this.options.maxBatches) await Promise.race(this.inFlight);
+      handled += await this.startBatch(campaign);
+    }
+    return handled;
+  }
+
+  /** Claims and starts one paced batch of a campaign in the background; returns how many recipients it took. */
+  private async startBatch(campaign: RunningCampaign): Promise<number> {
+    const fatal = this.fatalCondition(campaign);
+    if (fatal) {
+      await this.failCampaign(campaign, fatal, null);
+      return 1;
+    }
+    const reservation = await this.pacer.reserve(campaign.phone_number_id!, campaign.batch_size, campaign.messages_per_second ?? 80);
+    if (reservation.granted === 0) return 0;
+    const recipients = await campaignQueue.claim(this.db, campaign.id, reservation.granted, this.options.leaseMs);
+    if (recipients.length === 0) {
+      const completed = await campaignQueue.completeIfDone(this.db, campaign.id);
+      return completed ? 1 : 0;
+    }
+    const batch = this.sendBatch(campaign, recipients, reservation.startAt, reservation.intervalMs)
+      .catch((err) => this.logger?.error({ err, campaign_id: campaign.id }, 'campaign batch failed; its recipients are reconciled after their lease'))
+      .finally(() => { this.inFlight.delete(batch); });
+    this.inFlight.add(batch);
+    return recipients.length;
+  }
+
+  /** Why the campaign cannot go on: template no longer approved under the account, account gone. */
+  private fatalCondition(c: RunningCampaign): string | null {
+    if (c.account_status !== 'active' || !c.phone_number_id) return 'The business account was disconnected';
+    if (c.template_status === 'paused') return 'The template was paused by WhatsApp (low quality)';
+    if (c.template_status === 'disabled') return 'The template was disabled by WhatsApp';
+    if (c.template_status !== 'approved' || c.template_waba_id !== c.waba_id) return 'The template is no longer approved under the connected business account';
+    return null;
+  }
+
+  private async failCampaign(campaign: RunningCampaign, reason: string, code: number | null): Promise<void> {
+    const row = await campaignQueue.fail(this.db, campaign.id, reason, code);
+    if (row) this.logger?.warn({ campaign_id: campaign.id, tenant_id: campaign.tenant_id, reason }, 'campaign failed');
+  }
+
+  private async sendBatch(campaign: RunningCampaign, recipients: ClaimedRecipient[], startAt: number, intervalMs: number): Promise<void> {
+    const account: UpstreamAccount = { wabaId: campaign.waba_id!, phoneNumberId: campaign.phone_number_id!, accessToken: decryptSecret(this.options.secretsKey, campaign.access_token_enc!) };
+    const plan = placeholderPlan(campaign.template_components ?? []);
+    const mapping = (campaign.variable_mapping ?? null) as VariableMapping | null;
+    const media = await this.resolveMedia(campaign, mapping, plan.header?.format, account);
+    const sends = recipients.map((r) => ({
+      id: r.id, contactId: r.contact_id, to: r.phone, attempts: r.attempts,
+      components: resolveSendComponents(mapping, plan, {
+        first_name: r.first_name ?? '', last_name: r.last_name, phone: r.phone, email: r.email, company: r.company, job_title: r.job_title,
+        status: r.status, source: r.source ?? '', custom_fields: r.custom_fields ?? {},
+      }, media),
+    }));
+    await campaignQueue.recordAttempts(this.db, campaign.tenant_id, campaign, sends);
+
+    const results = await Promise.all(sends.map(async (send, i) => {
+      await sleepUntil(startAt + i * intervalMs);
+      const outcome = await this.upstream.sendTemplate(account, {
+        to: send.to, templateName: campaign.template_name, language: campaign.language, components: send.components, callbackData: send.id, attempt: send.attempts - 1,
+      });
+      return { send, outcome };
+    }));
+    await this.record(campaign, results);
+  }
+
+  /** Each mapped media asset's upstream id, uploaded on first use (once per batch, not per recipient). */
+  private async resolveMedia(campaign: RunningCampaign, mapping: VariableMapping | null, headerFormat: string | undefined, account: UpstreamAccount): Promise<Map<string, MediaForSend>> {
+    const resolved = new Map<string, MediaForSend>();
+    const type = headerFormat ? MEDIA_TYPES[headerFormat] : undefined;
+    for (const c of mapping?.components ?? []) {
+      for (const p of c.parameters) {
+        if (p.kind !== 'media' || resolved.has(p.media_id) || !type) continue;
+        const m = await this.media.upstreamIdFor(campaign.tenant_id, p.media_id, account, type);
+        resolved.set(p.media_id, { type: m.type, upstreamId: m.upstreamId, filename: m.filename });
+      }
+    }
+    return resolved;
+  }
+
+  private async record(campaign: RunningCampaign, results: { send: { id: string; attempts: number }; outcome: UpstreamOutcome<SendTemplateResult> }[]): Promise<void> {
+    const outcomes: Outcomes = { accepted: [], failed: [], retry: [], unknown: [] };
+    let fatal: { code: number; title: string } | null = null;
+    let rateLimited = false;
+    const now = Date.now();
+    for (const { send, outcome } of results) {
+      switch (outcome.kind) {
+        case 'accepted':
+          outcomes.accepted.push({ id: send.id, wamid: outcome.value.messageId });
+          break;
+        case 'timeout':
+          outcomes.unknown.push({ id: send.id, reconcileAt: new Date(now + this.options.reconcileMs) });
+          break;
+        case 'retryable': {
+          const code = outcome.error?.code;
+          // No answer at all (connection lost): the send may have reached the upstream; callbacks decide.
+          if (code === undefined) { outcomes.unknown.push({ id: send.id, reconcileAt: new Date(now + this.options.reconcileMs) }); break; }
+          if (code === 130429) rateLimited = true;
+          const throttle = code === 130429 || code === 131056;
+          if (!throttle && send.attempts >= this.options.maxAttempts) {
+            outcomes.failed.push({ id: send.id, code, title: outcome.error?.title ?? lookupErrorCode(code)?.title ?? outcome.reason });
+          } else {
+            outcomes.retry.push({ id: send.id, retryAt: new Date(now + retryDelayMs(code, Math.max(0, send.attempts - 1))) });
+          }
+          break;
+        }
+        case 'rejected':
+          outcomes.failed.push({ id: send.id, code: outcome.error.code, title: outcome.error.title });
+          if (outcome.error.errorClass === 'fatal' && !fatal) fatal = { code: outcome.error.code, title: outcome.error.title };
+          break;
+      }
+    }
+    if (rateLimited) await this.pacer.penalise(campaign.phone_number_id!);
+    await this.db.transaction().execute((tx) => campaignQueue.recordOutcomes(tx, outcomes));
+    if (fatal) {
+      // A template paused or disabled at send time is also recorded on the template.
+      if (fatal.code === 132015 || fatal.code === 132016) {
+        await this.db.updateTable('templates').set({ status: fatal.code === 132015 ? 'paused' : 'disabled', updated_at: new Date() })
+          .where('id', '=', campaign.template_id).where('status', '=', 'approved').execute();
+      }
+      await this.failCampaign(campaign, `Upstream error ${fatal.code}: ${fatal.title}`, fatal.code);
+    }
+  }
+}
+
+/** Starts due SCHEDULED campaigns: each exactly once, however many workers run this. */
+export async function startDueCampaigns(db: Db, onlyTenants?: string[]): Promise<number> {
+  let started = 0;
+  for (const due of await campaignQueue.due(db, 10, onlyTenants)) {
+    await db.transaction().execute(async (tx) => {
+      let row = await campaignsRepository.transition(tx, due.tenant_id, due.id, 'start_scheduled', { started_at: new Date() });
+      if (!row) return;
+      row = await campaignsRepository.materialise(tx, row);
+      await recordTransition(tx, row, 'start_scheduled');
+      started++;
+    });
+  }
+  return started;
+}

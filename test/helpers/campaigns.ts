@@ -1,0 +1,46 @@
+import { randomUUID } from 'node:crypto';
+import pino from 'pino';
+import { startLoops, type RunningLoops } from '../../src/workers/loop.ts';
+import { CampaignDispatcher, startDueCampaigns } from '../../src/workers/campaign-dispatcher.ts';
+import { call, uniquePhone, type TestTenant } from './app.ts';
+import type { UpstreamTestApp } from './upstream.ts';
+
+/** Short worker intervals for campaign tests (every interval is configuration). */
+export const CAMPAIGN_ENV = { CAMPAIGN_POLL_MS: '20', WORKER_POLL_MS: '50', CAMPAIGN_RECONCILE_MS: '1500', PACING_HORIZON_MS: '200' };
+
+/**
+ * This test's own scheduler and dispatcher, limited to its tenants: test files share one database,
+ * and a dispatcher would otherwise claim every file's running campaigns.
+ */
+export function runCampaignWorkers(t: UpstreamTestApp, tenantIds: string[], overrides: Partial<ConstructorParameters<typeof CampaignDispatcher>[4]> = {}): RunningLoops & { dispatcher: CampaignDispatcher } {
+  const c = t.deps.config;
+  const dispatcher = new CampaignDispatcher(t.deps.db, t.deps.upstream, t.deps.media, t.deps.pacer, {
+    secretsKey: c.secretsKey, leaseMs: c.campaignLeaseMs, reconcileMs: c.campaignReconcileMs, maxBatches: c.campaignMaxBatches, maxAttempts: c.campaignMaxAttempts,
+    onlyTenants: tenantIds, ...overrides,
+  }, pino({ level: process.env.TEST_LOG_LEVEL ?? 'silent' }));
+  const loops = startLoops([
+    { name: 'campaign-scheduler', runOnce: () => startDueCampaigns(t.deps.db, tenantIds), intervalMs: 50 },
+    { ...dispatcher.loop(), intervalMs: c.campaignPollMs },
+  ], c.workerPollMs, pino({ level: 'silent' }));
+  return { ...loops, dispatcher };
+}
+
+export interface SeedContact { first_name: string; phone: string; tags?: string[]; source?: string; custom_fields?: Record<string, unknown>; company?: string | null }
+
+/** Contacts created through the bulk API (100 per request). */
+export async function createContacts(t: UpstreamTestApp, tenant: TestTenant, contacts: SeedContact[]): Promise<{ id: string; phone: string }[]> {
+  const created: { id: string; phone: string }[] = [];
+  for (let i = 0; i < contacts.length; i += 100) {
+    const res = await call(t.app, tenant, 'POST', '/contacts/bulk', { contacts: contacts.slice(i, i + 100) });
+    if (res.statusCode !== 201 || res.json().failed > 0) throw new Error(`bulk create failed: ${res.body}`);
+  }
+  const rows = await t.deps.db.selectFrom('contacts').select(['id', 'phone']).where('tenant_id', '=', tenant.id).where('phone', 'in', contacts.map((c) => c.phone)).execute();
+  created.push(...rows);
+  return created;
+}
+
+export function someContacts(n: number, extra: Partial<SeedContact> = {}): SeedContact[] {
+  return Array.from({ length: n }, (_, i) => ({ first_name: `Name${i}`, phone: uniquePhone(), ...extra }));
+}
+
+export const uniqueTag = () => `tag_${randomUUID().slice(0, 8)}`;
