@@ -1,7 +1,7 @@
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { adminHeaders, call, createTenant, eventually, hasPostgres } from './helpers/app.ts';
+import { adminHeaders, call, createTenant, eventually, hasPostgres, uniquePhone } from './helpers/app.ts';
 import pino from 'pino';
 import { templatesRepository } from '../src/modules/templates/templates.repository.ts';
 import { workerLoops } from '../src/worker.ts';
@@ -165,6 +165,34 @@ describe.skipIf(!hasPostgres)('templates', () => {
     const fine = (await call(t.app, tenant, 'POST', '/templates', draft())).json();
     expect(fine.rejected_reason).toBeNull();
     expect((await call(t.app, tenant, 'POST', `/templates/${fine.id}/submit`)).json()).toMatchObject({ status: 'pending', rejected_reason: null });
+  });
+
+  it('AUTHENTICATION: a copy-code template is created in the upstream\'s shape, approved, and sent with its code in the body and the OTP button', async () => {
+    const tenant = await createConnectedTenant(t.app);
+    const components = [
+      { type: 'BODY', add_security_recommendation: true },
+      { type: 'FOOTER', code_expiration_minutes: 10 },
+      { type: 'BUTTONS', buttons: [{ type: 'OTP', otp_type: 'COPY_CODE', text: 'Copy code' }] },
+    ];
+    const template = await createApprovedTemplate(t.app, tenant, { category: 'AUTHENTICATION', components });
+    expect(template).toMatchObject({ category: 'AUTHENTICATION', components });
+    const to = uniquePhone();
+    // The body's code alone: the OTP button is filled with the same code.
+    const res = await call(t.app, tenant, 'POST', '/messages/template', { to, template_name: template.template_name, components: [{ type: 'body', parameters: [{ type: 'text', text: '482913' }] }] });
+    expect(res.statusCode).toBe(200);
+    // As a standard client writes it, with the button given.
+    const explicit = await call(t.app, tenant, 'POST', '/messages/template', { to, template_name: template.template_name, components: [
+      { type: 'body', parameters: [{ type: 'text', text: '551200' }] }, { type: 'button', sub_type: 'url', index: '0', parameters: [{ type: 'text', text: '551200' }] }] });
+    expect(explicit.statusCode).toBe(200);
+    const sends = (await sandboxControl(t.sandbox!, 'GET', `/__sandbox/sends?to=${encodeURIComponent(to)}`)).json.data;
+    expect(sends.map((s: { components: unknown }) => s.components)).toEqual([
+      [{ type: 'body', parameters: [{ type: 'text', text: '482913' }] }, { type: 'button', sub_type: 'url', index: '0', parameters: [{ type: 'text', text: '482913' }] }],
+      [{ type: 'body', parameters: [{ type: 'text', text: '551200' }] }, { type: 'button', sub_type: 'url', index: '0', parameters: [{ type: 'text', text: '551200' }] }],
+    ]);
+    // Free text is not an authentication template.
+    const bad = await call(t.app, tenant, 'POST', '/templates', draft({ category: 'AUTHENTICATION', components: BODY_TWO_VARS }));
+    expect(bad.statusCode).toBe(400);
+    expect(bad.json().error.details.map((d: { msg: string }) => d.msg).join(' ')).toMatch(/preset text/);
   });
 
   it('answers 409 for a duplicate name and language, and allows another language', async () => {

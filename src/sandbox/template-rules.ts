@@ -8,6 +8,12 @@ import { TEMPLATE_SUBCODES } from '../upstream/error-codes.ts';
  *
  * Not modelled: the density rule beyond adjacent variables (Meta publishes no ratio), and which
  * content the reviewer rejects later (that is the review outcome, set through the control API).
+ *
+ * AUTHENTICATION templates are Meta's fixed shape (copy-code / one-tap / zero-tap OTP): a BODY
+ * without text (preset text holding the code, optionally with a security recommendation), an
+ * optional FOOTER with `code_expiration_minutes`, and one OTP button, which Meta stores as a URL
+ * button whose URL ends with the code's variable. `authenticationComponents` returns them as
+ * Meta's GET shows them, so a send fills the body's {{1}} and the URL button's {{1}}.
  */
 
 export interface CreateProblem {
@@ -165,4 +171,58 @@ export function checkTemplateComponents(components: unknown, category: string, p
   }
   if (!seen.has('BODY')) return problem('components: a BODY component is required.', TEMPLATE_SUBCODES.bodyFormat);
   return null;
+}
+
+const OTP_TYPES = new Set(['COPY_CODE', 'ONE_TAP', 'ZERO_TAP']);
+const MAX_CODE_EXPIRATION_MINUTES = 90;
+
+/** The components of an AUTHENTICATION template as Meta stores them, or why Meta refuses them. */
+export function authenticationComponents(components: unknown): { components: unknown[] } | CreateProblem {
+  if (!Array.isArray(components)) return problem('components must be an array.', TEMPLATE_SUBCODES.bodyFormat);
+  const byType = new Map<string, Obj>();
+  for (const component of components) {
+    if (!isObject(component)) return problem('components: each component must be an object.');
+    const type = String(component.type ?? '').toUpperCase();
+    if (type !== 'BODY' && type !== 'FOOTER' && type !== 'BUTTONS') return problem(`AUTHENTICATION templates have no ${type || 'untyped'} component; only BODY, FOOTER and BUTTONS.`);
+    if (byType.has(type)) return problem(`components: only one ${type} component is allowed.`);
+    byType.set(type, component);
+  }
+  const body = byType.get('BODY');
+  if (!body) return problem('components: a BODY component is required.', TEMPLATE_SUBCODES.bodyFormat);
+  if (body.text !== undefined) return problem('BODY: AUTHENTICATION templates use preset text; set add_security_recommendation instead of text.', TEMPLATE_SUBCODES.bodyFormat);
+  const security = body.add_security_recommendation;
+  if (security !== undefined && typeof security !== 'boolean') return problem('BODY: add_security_recommendation must be true or false.');
+
+  const footer = byType.get('FOOTER');
+  const minutes = footer?.code_expiration_minutes;
+  if (footer && footer.text !== undefined) return problem('FOOTER: AUTHENTICATION templates use preset text; set code_expiration_minutes instead of text.', TEMPLATE_SUBCODES.footerFormat);
+  if (footer && (typeof minutes !== 'number' || !Number.isInteger(minutes) || minutes < 1 || minutes > MAX_CODE_EXPIRATION_MINUTES)) {
+    return problem(`FOOTER: code_expiration_minutes must be an integer from 1 to ${MAX_CODE_EXPIRATION_MINUTES}.`, TEMPLATE_SUBCODES.footerFormat);
+  }
+
+  const buttons = byType.get('BUTTONS')?.buttons;
+  if (!Array.isArray(buttons) || buttons.length !== 1 || !isObject(buttons[0]) || String(buttons[0].type ?? '').toUpperCase() !== 'OTP') {
+    return problem('BUTTONS: an AUTHENTICATION template needs exactly one OTP button.');
+  }
+  const button = buttons[0];
+  const otpType = String(button.otp_type ?? '').toUpperCase();
+  if (!OTP_TYPES.has(otpType)) return problem('BUTTONS: otp_type must be COPY_CODE, ONE_TAP or ZERO_TAP.');
+  if (button.text !== undefined && (!nonEmpty(button.text) || button.text.length > LIMITS.buttonText)) {
+    return problem(`BUTTONS: the OTP button text must be at most ${LIMITS.buttonText} characters.`);
+  }
+  if (otpType !== 'COPY_CODE') {
+    const apps = Array.isArray(button.supported_apps) ? button.supported_apps : [button];
+    if (!apps.every((a) => isObject(a) && nonEmpty(a.package_name) && nonEmpty(a.signature_hash))) {
+      return problem(`BUTTONS: a ${otpType} button needs the app's package_name and signature_hash (or supported_apps).`);
+    }
+  }
+
+  const stored: unknown[] = [{
+    type: 'BODY', text: `*{{1}}* is your verification code.${security ? ' For your security, do not share this code.' : ''}`, add_security_recommendation: security === true,
+  }];
+  if (footer) stored.push({ type: 'FOOTER', text: `This code expires in ${minutes as number} minutes.`, code_expiration_minutes: minutes });
+  stored.push({ type: 'BUTTONS', buttons: [{
+    type: 'URL', text: nonEmpty(button.text) ? button.text : 'Copy code', url: `https://www.whatsapp.com/otp/code/?otp_type=${otpType}&code=otp{{1}}`,
+  }] });
+  return { components: stored };
 }

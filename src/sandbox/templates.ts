@@ -1,6 +1,6 @@
 import { TEMPLATE_SUBCODES } from '../upstream/error-codes.ts';
 import { expectedParams, type ExpectedParams } from './template-params.ts';
-import { checkTemplateComponents } from './template-rules.ts';
+import { authenticationComponents, checkTemplateComponents } from './template-rules.ts';
 
 export type ReviewStatus = 'APPROVED' | 'REJECTED' | 'PAUSED' | 'DISABLED';
 export const REVIEW_STATUSES: readonly ReviewStatus[] = ['APPROVED', 'REJECTED', 'PAUSED', 'DISABLED'];
@@ -67,9 +67,16 @@ export class TemplateStore {
     if (typeof language !== 'string' || !LANGUAGE.test(language)) return { ok: false, code: 100, details: 'language: a supported locale code such as en or en_US is required.' };
     if (typeof category !== 'string' || !CATEGORIES.has(category.toUpperCase())) return { ok: false, code: 100, details: 'category: one of MARKETING, UTILITY, AUTHENTICATION.' };
     const parameterFormat = String(body.parameter_format ?? 'POSITIONAL').toUpperCase();
-    const components = body.components;
-    const refused = checkTemplateComponents(components, category.toUpperCase(), parameterFormat);
-    if (refused) return { ok: false, ...refused };
+    let components = body.components;
+    if (category.toUpperCase() === 'AUTHENTICATION') {
+      // Meta stores its fixed authentication shape: preset body text and the OTP button as a URL button.
+      const shaped = authenticationComponents(components);
+      if ('code' in shaped) return { ok: false, ...shaped };
+      components = shaped.components;
+    } else {
+      const refused = checkTemplateComponents(components, category.toUpperCase(), parameterFormat);
+      if (refused) return { ok: false, ...refused };
+    }
     const waba = this.wabaTemplates(wabaId);
     if (waba.has(keyOf(name, language))) {
       return {

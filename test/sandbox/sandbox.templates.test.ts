@@ -156,6 +156,40 @@ describe('sandbox: templates, review and status callbacks', () => {
     expect(named.status).toBe(200);
   });
 
+  it('models copy-code AUTHENTICATION templates as Meta does: preset text, the OTP button stored as a URL button, sent with the code in body and button', async () => {
+    const name = uniqueName('otp');
+    // Meta's documented creation request, lower-case types and all.
+    const created = await create(name, { category: 'authentication', components: [
+      { type: 'body', add_security_recommendation: true },
+      { type: 'footer', code_expiration_minutes: 5 },
+      { type: 'buttons', buttons: [{ type: 'otp', otp_type: 'copy_code', text: 'Copy Code' }] },
+    ] });
+    expect(created.status).toBe(200);
+    expect(created.body.category).toBe('AUTHENTICATION');
+    await review(name, 'APPROVED');
+    const got = await http('GET', `${sandbox.baseUrl}/${created.body.id}`);
+    expect(got.body.components).toEqual([
+      { type: 'BODY', text: '*{{1}}* is your verification code. For your security, do not share this code.', add_security_recommendation: true },
+      { type: 'FOOTER', text: 'This code expires in 5 minutes.', code_expiration_minutes: 5 },
+      { type: 'BUTTONS', buttons: [{ type: 'URL', text: 'Copy Code', url: 'https://www.whatsapp.com/otp/code/?otp_type=COPY_CODE&code=otp{{1}}' }] },
+    ]);
+    const sendOtp = (components: unknown[]) => http('POST', `${sandbox.baseUrl}/${phoneId}/messages`, {
+      messaging_product: 'whatsapp', to: uniquePhone(), type: 'template', template: { name, language: { code: 'en_US' }, components },
+    });
+    const body = { type: 'body', parameters: [{ type: 'text', text: '482913' }] };
+    const button = { type: 'button', sub_type: 'url', index: '0', parameters: [{ type: 'text', text: '482913' }] };
+    expect((await sendOtp([body, button])).status).toBe(200);
+    expect((await sendOtp([body])).body.error.code).toBe(132000);
+    expect((await sendOtp([button])).body.error.code).toBe(132000);
+
+    const refused = async (components: unknown[]) => (await create(uniqueName('otp'), { category: 'AUTHENTICATION', components })).body.error;
+    expect(await refused([{ type: 'BODY', text: 'Your code is {{1}} today.', example: { body_text: [['1']] } }, { type: 'BUTTONS', buttons: [{ type: 'OTP', otp_type: 'COPY_CODE' }] }])).toMatchObject({ code: 100 });
+    expect(await refused([{ type: 'BODY' }])).toMatchObject({ code: 100 });
+    expect(await refused([{ type: 'HEADER', format: 'TEXT', text: 'x' }, { type: 'BODY' }, { type: 'BUTTONS', buttons: [{ type: 'OTP', otp_type: 'COPY_CODE' }] }])).toMatchObject({ code: 100 });
+    expect(await refused([{ type: 'BODY' }, { type: 'FOOTER', code_expiration_minutes: 120 }, { type: 'BUTTONS', buttons: [{ type: 'OTP', otp_type: 'COPY_CODE' }] }])).toMatchObject({ code: 100 });
+    expect(await refused([{ type: 'BODY' }, { type: 'BUTTONS', buttons: [{ type: 'OTP', otp_type: 'ONE_TAP' }] }])).toMatchObject({ code: 100 });
+  });
+
   it('lists a WABA\'s templates with name and status filters and cursor paging', async () => {
     const waba = uniqueId();
     const names = [uniqueName('list'), uniqueName('list'), uniqueName('list')];

@@ -10,6 +10,9 @@ import type { PlaceholderPlan } from '../templates/templates.grammar.ts';
  * Media parameters accept `{ "type": "image", "image": { "media_id": "<our media uuid>" } }` (the
  * file is uploaded to the upstream on first use), `{ "link": "https://..." }`, or `{ "id": "<an
  * upstream media id>" }`; documents may add `filename`.
+ *
+ * An authentication template's OTP button takes the same code as the body: when the request gives
+ * the body's code and no component for that button, the button is filled with it.
  */
 
 export interface RequestComponent {
@@ -91,6 +94,7 @@ export function buildSendComponents(plan: PlaceholderPlan, requested: RequestCom
   const seen = new Set<string>();
   let header = false;
   let body = false;
+  let bodyParams: unknown[] = [];
   const filledButtons = new Set<number>();
 
   (requested ?? []).forEach((component, ci) => {
@@ -127,6 +131,7 @@ export function buildSendComponents(plan: PlaceholderPlan, requested: RequestCom
       components.push({ type: 'header', parameters: params });
     } else if (type === 'body') {
       body = true;
+      bodyParams = params;
       if (params.length !== plan.body) return void countMismatch('body', plan.body);
       checkAll(BODY_TYPES, 1024);
       components.push({ type: 'body', parameters: params });
@@ -166,6 +171,13 @@ export function buildSendComponents(plan: PlaceholderPlan, requested: RequestCom
       issues.push({ type: 'enum', loc: [...loc, 'type'], msg: 'component type must be header, body or button', input: component.type ?? null });
     }
   });
+
+  const code = bodyParams.length === 1 && isObject(bodyParams[0]) && bodyParams[0].type === 'text' && nonEmptyString(bodyParams[0].text) ? bodyParams[0].text : null;
+  for (const button of plan.buttons) {
+    if (!button.otp || filledButtons.has(button.index) || code === null) continue;
+    components.push({ type: 'button', sub_type: 'url', index: String(button.index), parameters: [{ type: 'text', text: code }] });
+    filledButtons.add(button.index);
+  }
 
   // Placeholders the request did not fill at all.
   if (!body && plan.body > 0) {

@@ -95,6 +95,33 @@ describe('template grammar', () => {
     expect(issues[0]).toMatchObject({ type: 'placeholder', loc: ['body', 'components', 1, 'text'], input: 'Hi {{1}}' });
   });
 
+  it('takes AUTHENTICATION templates in the upstream\'s copy-code shape and plans the code for the body and the OTP button', () => {
+    const auth = [
+      { type: 'BODY', add_security_recommendation: true },
+      { type: 'FOOTER', code_expiration_minutes: 10 },
+      { type: 'BUTTONS', buttons: [{ type: 'OTP', otp_type: 'copy_code', text: 'Copy code' }] },
+    ];
+    const { issues, plan } = validateComponents(auth, ['body', 'components'], 'AUTHENTICATION');
+    expect(issues).toEqual([]);
+    const expected = { header: null, body: 1, buttons: [{ index: 0, type: 'url', variables: 1, otp: true }] };
+    expect(plan).toEqual(expected);
+    expect(placeholderPlan(auth)).toEqual(expected);
+    expect(placeholderPlan(auth.filter((c) => c.type !== 'FOOTER'))).toEqual(expected);
+
+    const authMsgs = (components: unknown) => validateComponents(components, ['body', 'components'], 'AUTHENTICATION').issues.map((i) => i.msg);
+    expect(authMsgs([{ type: 'BODY', text: 'Your code is {{1}}.' }, auth[2]])[0]).toMatch(/preset text/);
+    expect(authMsgs([{ type: 'HEADER', format: 'TEXT', text: 'Code' }, ...auth])[0]).toMatch(/no HEADER/);
+    expect(authMsgs([auth[0]])[0]).toMatch(/one OTP button/);
+    expect(authMsgs([auth[0], { type: 'BUTTONS', buttons: [{ type: 'QUICK_REPLY', text: 'x' }] }])[0]).toMatch(/exactly one button, of type OTP/);
+    expect(authMsgs([auth[0], { type: 'BUTTONS', buttons: [{ type: 'OTP', otp_type: 'SMOKE_SIGNAL' }] }])[0]).toMatch(/otp_type/);
+    expect(authMsgs([auth[0], { type: 'BUTTONS', buttons: [{ type: 'OTP', otp_type: 'ONE_TAP' }] }])[0]).toMatch(/package_name and signature_hash/);
+    expect(authMsgs([auth[0], { type: 'BUTTONS', buttons: [{ type: 'OTP', otp_type: 'ONE_TAP', package_name: 'com.example.app', signature_hash: 'K8a/AINcGX7' }] }])).toEqual([]);
+    expect(authMsgs([auth[0], { type: 'FOOTER', code_expiration_minutes: 91 }, auth[2]])[0]).toMatch(/1 to 90/);
+    expect(authMsgs([{ type: 'BODY', add_security_recommendation: 'yes' }, auth[2]])[0]).toMatch(/true or false/);
+    // An OTP button is no button of other categories.
+    expect(msgs([body('Hi'), auth[2]])[0]).toMatch(/OTP buttons belong to AUTHENTICATION templates/);
+  });
+
   it('name and language patterns', () => {
     expect(TEMPLATE_NAME.test('order_shipped_v2')).toBe(true);
     expect(TEMPLATE_NAME.test('Order-Shipped')).toBe(false);

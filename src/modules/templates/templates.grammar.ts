@@ -36,8 +36,15 @@ export const LANGUAGE = /^[a-z]{2,3}(_[A-Za-z0-9]{2,4}){0,2}$/;
 export interface PlaceholderPlan {
   header: { format: HeaderFormat; variables: number } | null;
   body: number;
-  buttons: { index: number; type: string; variables: number }[];
+  /**
+   * An authentication template's OTP button is sent as a URL button whose one parameter is the
+   * code (the same code as the body's {{1}}): `otp` marks it.
+   */
+  buttons: { index: number; type: string; variables: number; otp?: boolean }[];
 }
+
+export const OTP_TYPES = ['COPY_CODE', 'ONE_TAP', 'ZERO_TAP'] as const;
+const MAX_CODE_EXPIRATION_MINUTES = 90;
 
 const PLACEHOLDER = /\{\{(\d+)\}\}/g;
 // Anything that looks like a placeholder attempt: {{...}} with any content.
@@ -121,7 +128,8 @@ function checkButtons(component: Record<string, unknown>, loc: (string | number)
     }
     const type = button.type;
     if (typeof type !== 'string' || !(BUTTON_TYPES as readonly string[]).includes(type)) {
-      issues.push({ type: 'enum', loc: [...bLoc, 'type'], msg: `button type must be one of ${BUTTON_TYPES.join(', ')}`, input: type ?? null });
+      issues.push({ type: 'enum', loc: [...bLoc, 'type'], input: type ?? null, msg: type === 'OTP'
+        ? 'OTP buttons belong to AUTHENTICATION templates' : `button type must be one of ${BUTTON_TYPES.join(', ')}` });
       return;
     }
     counts[type] = (counts[type] ?? 0) + 1;
@@ -169,14 +177,77 @@ function checkButtons(component: Record<string, unknown>, loc: (string | number)
 }
 
 /**
- * Validates template components. Returns the issues (empty when valid) with locations under
- * `locPrefix` (e.g. ['body', 'components']) and, when valid, what a send has to fill.
+ * The upstream's fixed AUTHENTICATION shape (copy code, one tap, zero tap): a BODY without text
+ * (the upstream's preset text holds the code; `add_security_recommendation` adds a warning), an
+ * optional FOOTER with `code_expiration_minutes` only, and exactly one OTP button. No header.
  */
-export function validateComponents(components: unknown, locPrefix: (string | number)[] = ['body', 'components']): { issues: ValidationDetail[]; plan: PlaceholderPlan | null } {
+function validateAuthentication(components: unknown[], locPrefix: (string | number)[], issues: Issue[]): PlaceholderPlan {
+  const seen = new Map<string, number>();
+  let otpIndex = -1;
+  components.forEach((component, i) => {
+    const loc = [...locPrefix, i];
+    if (!isObject(component)) return void issues.push({ type: 'object_type', loc, msg: 'each component must be an object', input: component });
+    const type = component.type;
+    if (type !== 'BODY' && type !== 'FOOTER' && type !== 'BUTTONS') {
+      return void issues.push({ type: 'enum', loc: [...loc, 'type'], input: type ?? null, msg: 'AUTHENTICATION templates have BODY, FOOTER and BUTTONS components only (no HEADER)' });
+    }
+    if (seen.has(type)) return void issues.push({ type: 'duplicate', loc: [...loc, 'type'], msg: `only one ${type} component is allowed (also at index ${seen.get(type)})`, input: type });
+    seen.set(type, i);
+    if (type !== 'BUTTONS' && component.text !== undefined) {
+      issues.push({ type: 'extra', loc: [...loc, 'text'], input: component.text,
+        msg: `${type}: AUTHENTICATION templates use the upstream's preset text; set ${type === 'BODY' ? 'add_security_recommendation' : 'code_expiration_minutes'} instead` });
+    }
+    if (type === 'BODY' && component.add_security_recommendation !== undefined && typeof component.add_security_recommendation !== 'boolean') {
+      issues.push({ type: 'bool_type', loc: [...loc, 'add_security_recommendation'], msg: 'BODY: add_security_recommendation must be true or false', input: component.add_security_recommendation });
+    }
+    if (type === 'FOOTER') {
+      const minutes = component.code_expiration_minutes;
+      if (typeof minutes !== 'number' || !Number.isInteger(minutes) || minutes < 1 || minutes > MAX_CODE_EXPIRATION_MINUTES) {
+        issues.push({ type: 'int_range', loc: [...loc, 'code_expiration_minutes'], input: minutes ?? null,
+          msg: `FOOTER: code_expiration_minutes must be an integer from 1 to ${MAX_CODE_EXPIRATION_MINUTES}` });
+      }
+    }
+    if (type === 'BUTTONS') {
+      const buttons = component.buttons;
+      const button = Array.isArray(buttons) && buttons.length === 1 && isObject(buttons[0]) ? buttons[0] : null;
+      if (!button || button.type !== 'OTP') {
+        return void issues.push({ type: 'otp_button', loc: [...loc, 'buttons'], input: buttons ?? null, msg: 'BUTTONS: an AUTHENTICATION template has exactly one button, of type OTP' });
+      }
+      const otpType = typeof button.otp_type === 'string' ? button.otp_type.toUpperCase() : '';
+      if (!(OTP_TYPES as readonly string[]).includes(otpType)) {
+        issues.push({ type: 'enum', loc: [...loc, 'buttons', 0, 'otp_type'], input: button.otp_type ?? null, msg: `BUTTONS: otp_type must be one of ${OTP_TYPES.join(', ')}` });
+      } else if (otpType !== 'COPY_CODE') {
+        const apps = Array.isArray(button.supported_apps) ? button.supported_apps : [button];
+        if (!apps.every((a) => isObject(a) && typeof a.package_name === 'string' && a.package_name !== '' && typeof a.signature_hash === 'string' && a.signature_hash !== '')) {
+          issues.push({ type: 'missing', loc: [...loc, 'buttons', 0, 'supported_apps'], input: button.supported_apps ?? null,
+            msg: `BUTTONS: a ${otpType} button needs the app's package_name and signature_hash (or supported_apps)` });
+        }
+      }
+      if (button.text !== undefined && (typeof button.text !== 'string' || button.text.trim() === '' || button.text.length > LIMITS.buttonText)) {
+        issues.push({ type: 'string_type', loc: [...loc, 'buttons', 0, 'text'], msg: `button text must be 1-${LIMITS.buttonText} characters`, input: button.text });
+      }
+      otpIndex = 0;
+    }
+  });
+  if (!seen.has('BODY')) issues.push({ type: 'missing', loc: locPrefix, msg: 'a BODY component is required', input: null });
+  if (!seen.has('BUTTONS')) issues.push({ type: 'missing', loc: locPrefix, msg: 'an AUTHENTICATION template needs a BUTTONS component with one OTP button', input: null });
+  return { header: null, body: 1, buttons: otpIndex === 0 ? [{ index: 0, type: 'url', variables: 1, otp: true }] : [] };
+}
+
+/**
+ * Validates template components. Returns the issues (empty when valid) with locations under
+ * `locPrefix` (e.g. ['body', 'components']) and, when valid, what a send has to fill. An
+ * AUTHENTICATION `category` selects the upstream's fixed authentication shape.
+ */
+export function validateComponents(components: unknown, locPrefix: (string | number)[] = ['body', 'components'], category?: string): { issues: ValidationDetail[]; plan: PlaceholderPlan | null } {
   const issues: Issue[] = [];
   if (!Array.isArray(components) || components.length === 0) {
     issues.push({ type: 'missing', loc: locPrefix, msg: 'components must be a non-empty array with one BODY component', input: components ?? null });
     return { issues, plan: null };
+  }
+  if (category === 'AUTHENTICATION') {
+    const plan = validateAuthentication(components, locPrefix, issues);
+    return issues.length === 0 ? { issues, plan } : { issues, plan: null };
   }
   const plan: PlaceholderPlan = { header: null, body: 0, buttons: [] };
   const seen = new Map<string, number>();
@@ -263,10 +334,12 @@ export function validateComponents(components: unknown, locPrefix: (string | num
 
 /**
  * The placeholder plan of stored (already validated) components. Tolerant of lower-case types,
- * because templates synchronised from the upstream may be written either way.
+ * because templates synchronised from the upstream may be written either way. An OTP button (an
+ * authentication template as created) takes the code, and so does the body's preset text.
  */
 export function placeholderPlan(components: unknown[]): PlaceholderPlan {
   const plan: PlaceholderPlan = { header: null, body: 0, buttons: [] };
+  let otp = false;
   for (const raw of components) {
     if (!isObject(raw)) continue;
     const type = String(raw.type ?? '').toUpperCase();
@@ -277,9 +350,14 @@ export function placeholderPlan(components: unknown[]): PlaceholderPlan {
       plan.buttons = raw.buttons.map((b, index) => {
         const button = isObject(b) ? b : {};
         const bType = String(button.type ?? '').toLowerCase();
+        if (bType === 'otp') {
+          otp = true;
+          return { index, type: 'url', variables: 1, otp: true };
+        }
         return { index, type: bType, variables: bType === 'url' && typeof button.url === 'string' ? variableCount(button.url) : 0 };
       });
     }
   }
+  if (otp) plan.body = Math.max(plan.body, 1);
   return plan;
 }

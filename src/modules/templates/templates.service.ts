@@ -66,7 +66,7 @@ export class TemplatesService {
       details.push({ type: 'pattern', loc: ['body', 'language'], input: input.language,
         msg: 'language must be a locale code such as en or en_US (language, optionally _REGION)' });
     }
-    details.push(...validateComponents(input.components, ['body', 'components']).issues);
+    details.push(...validateComponents(input.components, ['body', 'components'], input.category).issues);
     if (details.length > 0) {
       throw new AppError('VALIDATION_ERROR', details.length === 1 ? details[0].msg : 'Template validation failed', { details });
     }
