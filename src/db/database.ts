@@ -25,15 +25,52 @@ export interface Database {
 // int8 (count(*), bigint columns) arrives as a string by default; our counts fit in a JS number.
 pg.types.setTypeParser(20, (value) => Number(value));
 
-export async function openDatabase(options: { databaseUrl?: string; dataDir: string; poolSize?: number }): Promise<Database> {
-  if (options.databaseUrl) return openPostgres(options.databaseUrl, options.poolSize ?? 20);
+export async function openDatabase(options: { databaseUrl?: string; dataDir: string; poolSize?: number; databaseConnectTimeoutMs?: number }): Promise<Database> {
+  if (options.databaseUrl) return openPostgres(options.databaseUrl, options.poolSize ?? 20, options.databaseConnectTimeoutMs ?? 5000);
   return openPglite(join(options.dataDir, 'pglite'));
 }
 
-function openPostgres(url: string, max: number): Database {
-  const pool = new pg.Pool({ connectionString: url, max, idleTimeoutMillis: 30_000 });
+// SQLSTATE classes and codes that mean the connection, not the statement, failed: connection
+// exceptions (08xxx), the server shutting down or terminating the backend (57P01-57P03), too many clients.
+const UNAVAILABLE_SQLSTATES = new Set(['57P01', '57P02', '57P03', '53300']);
+const UNAVAILABLE_SOCKET_ERRORS = new Set(['ECONNREFUSED', 'ECONNRESET', 'EPIPE', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENETUNREACH', 'EAI_AGAIN']);
+// pg's own messages for a connection that died, or a pool that could not hand one out in time.
+const UNAVAILABLE_MESSAGES = /^(Connection terminated|timeout exceeded when trying to connect|Client has encountered a connection error and is not queryable|Client was closed and is not queryable)/;
+
+/**
+ * Whether an error means the database could not be reached or dropped the connection (a restart,
+ * a failover, a terminated backend), as opposed to a failed statement: a transient condition that
+ * a retry fixes, not a bug.
+ */
+export function isDatabaseUnavailable(err: unknown): boolean {
+  if (!(err instanceof Error)) return false;
+  const code = (err as { code?: unknown }).code;
+  if (typeof code === 'string' && (UNAVAILABLE_SQLSTATES.has(code) || /^08[0-9A-Z]{3}$/.test(code) || UNAVAILABLE_SOCKET_ERRORS.has(code))) return true;
+  return UNAVAILABLE_MESSAGES.test(err.message);
+}
+
+function openPostgres(url: string, max: number, connectTimeoutMs: number): Database {
+  // A connection that cannot be made (or a pool slot that does not free up) in time fails the
+  // request instead of holding it while the database is unreachable.
+  const pool = new pg.Pool({ connectionString: url, max, idleTimeoutMillis: 30_000, connectionTimeoutMillis: connectTimeoutMs });
   // An idle client losing its connection must not crash the process; the pool replaces it.
   pool.on('error', () => {});
+  // pg also emits 'error' on a checked-out client whose connection dies (a terminated backend, a
+  // restart), where the pool does not listen: without a listener that crashes the process. The
+  // client's queries fail with the error (the callers' normal error path) and, no longer queryable,
+  // it is dropped when released.
+  pool.on('connect', (client) => {
+    client.on('error', () => {});
+    // A terminated backend fails the query in flight with a FATAL error and closes its socket only
+    // a moment later: end the client at once, so it is dropped when released instead of being lent
+    // to the next request in between (which would fail too).
+    const query = client.query.bind(client) as (...args: unknown[]) => unknown;
+    client.query = ((...args: unknown[]) => {
+      const result = query(...args);
+      if (result instanceof Promise) result.catch((err) => { if (isDatabaseUnavailable(err)) client.end().catch(() => {}); });
+      return result;
+    }) as typeof client.query;
+  });
   const db = new Kysely<DB>({ dialect: new PostgresDialect({ pool }) });
   return {
     kind: 'postgres',

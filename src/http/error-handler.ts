@@ -1,4 +1,5 @@
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { isDatabaseUnavailable } from '../db/database.ts';
 import { AppError, errorEnvelope, type ValidationDetail } from './errors.ts';
 
 interface AjvIssue {
@@ -53,6 +54,8 @@ export function sendError(reply: FastifyReply, error: AppError): FastifyReply {
   return reply.code(error.status).type('application/json').send(errorEnvelope(reply.request.id, error.code, error.message, error.extras));
 }
 
+let lastUnavailableLog = 0;
+
 type FrameworkError = FastifyError & { validation?: AjvIssue[]; validationContext?: string };
 
 /** Turns any error into the envelope; bugs become INTERNAL_ERROR and are logged once with the request id. */
@@ -67,6 +70,15 @@ export function handleError(error: FrameworkError, request: FastifyRequest, repl
   if (known) return sendError(reply, new AppError('VALIDATION_ERROR', known.message, {}, known.status));
   if (error instanceof SyntaxError || (error.statusCode === 400 && !error.code?.startsWith('FST_ERR'))) {
     return sendError(reply, new AppError('VALIDATION_ERROR', 'Malformed request body'));
+  }
+  if (isDatabaseUnavailable(error)) {
+    // Expected while the database restarts or fails over: retryable, logged once per outage burst.
+    if (Date.now() - lastUnavailableLog > 10_000) {
+      lastUnavailableLog = Date.now();
+      request.log.warn({ err: error.message, code: error.code }, 'database unavailable; answering 503 until it returns');
+    }
+    reply.header('retry-after', '1');
+    return sendError(reply, new AppError('INTERNAL_ERROR', 'The service is temporarily unavailable. Retry with backoff.', {}, 503));
   }
   request.log.error({ err: error, request_id: request.id }, 'unhandled error');
   return sendError(reply, new AppError('INTERNAL_ERROR', 'An unexpected error occurred. Retry with backoff.'));

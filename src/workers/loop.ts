@@ -1,4 +1,5 @@
 import type { Logger } from 'pino';
+import { isDatabaseUnavailable } from '../db/database.ts';
 
 export interface WorkerLoop {
   name: string;
@@ -14,7 +15,15 @@ export interface RunningLoops {
   stop(): Promise<void>;
 }
 
-/** Runs each loop until stopped: straight on while there is work, the idle interval when there is none. */
+/** Longest wait between two runs of a failing loop (unless its own interval is longer). */
+export const MAX_BACKOFF_MS = 2000;
+
+/**
+ * Runs each loop until stopped: straight on while there is work, the idle interval when there is
+ * none. A failing loop backs off (its interval, doubled per consecutive failure, up to
+ * MAX_BACKOFF_MS) and resumes by itself; a database outage is logged when it starts and ends,
+ * not on every retry.
+ */
 export function startLoops(loops: WorkerLoop[], defaultIntervalMs: number, logger: Logger): RunningLoops {
   let stopping = false;
   const wakeups = new Set<() => void>();
@@ -25,14 +34,28 @@ export function startLoops(loops: WorkerLoop[], defaultIntervalMs: number, logge
   });
 
   const runs = loops.map(async (loop) => {
+    const intervalMs = loop.intervalMs ?? defaultIntervalMs;
+    let failures = 0;
+    let databaseDown = false;
     while (!stopping) {
       let handled = 0;
       try {
         handled = await loop.runOnce();
+        if (databaseDown) logger.info({ loop: loop.name, failures }, 'database available again; worker loop resumed');
+        failures = 0;
+        databaseDown = false;
       } catch (err) {
-        logger.error({ err, loop: loop.name }, 'worker loop failed; retrying after the interval');
+        failures += 1;
+        if (!isDatabaseUnavailable(err)) {
+          logger.error({ err, loop: loop.name }, 'worker loop failed; retrying with backoff');
+        } else if (!databaseDown) {
+          databaseDown = true;
+          logger.warn({ err: (err as Error).message, loop: loop.name }, 'database unavailable; worker loop backs off until it returns');
+        }
       }
-      if (handled === 0 && !stopping) await sleep(loop.intervalMs ?? defaultIntervalMs);
+      if (stopping) break;
+      if (failures > 0) await sleep(Math.min(intervalMs * 2 ** (failures - 1), Math.max(intervalMs, MAX_BACKOFF_MS)));
+      else if (handled === 0) await sleep(intervalMs);
     }
   });
 
