@@ -1,6 +1,11 @@
 import { createHmac } from 'node:crypto';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { sql } from 'kysely';
 import pino from 'pino';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { loadConfig } from '../src/config.ts';
 import { verifyWebhookSignature } from '../src/index.ts';
 import { claimDueDeliveries } from '../src/modules/webhooks/webhooks.queue.ts';
 import { WebhookSender } from '../src/modules/webhooks/webhooks.sender.ts';
@@ -11,6 +16,26 @@ import { call, createTenant, eventually, hasPostgres, startTestApp, uniquePhone,
 import { startReceiver, type Receiver } from './helpers/https-receiver.ts';
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
+const MINUTE = 60_000;
+/** Spec 6.3: the waits before attempts 2 to 6. */
+const SPEC_RETRY_DELAYS_MS = [1 * MINUTE, 5 * MINUTE, 30 * MINUTE, 120 * MINUTE, 360 * MINUTE];
+
+/** The configuration with nothing set but a data directory (where generated development secrets go). */
+function defaultConfig() {
+  const dir = mkdtempSync(join(tmpdir(), 'msvc-test-'));
+  try {
+    return loadConfig({ DATA_DIR: dir });
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+describe('the default webhook retry schedule', () => {
+  it('is 1 min, 5 min, 30 min, 2 h and 6 h before attempts 2 to 6', () => {
+    expect(defaultConfig().webhookRetryDelaysMs).toEqual(SPEC_RETRY_DELAYS_MS);
+    expect(SPEC_RETRY_DELAYS_MS).toEqual([60_000, 300_000, 1_800_000, 7_200_000, 21_600_000]);
+  });
+});
 
 describe.skipIf(!hasPostgres)('webhook delivery (real HTTPS receiver, real worker loop)', () => {
   let t: TestApp;
@@ -239,6 +264,45 @@ describe.skipIf(!hasPostgres)('webhook delivery (real HTTPS receiver, real worke
     expect(row.error_message).toContain('No response within 600 ms');
     expect(row.response_time_ms).toBeGreaterThanOrEqual(550);
     await call(t.app, tenant, 'DELETE', `/webhooks/${endpoint.id}`); // stop hammering it
+  });
+
+  it('under the default schedule, each failed attempt sets next_retry_at 1 min, 5 min, 30 min, 2 h, 6 h after it; the 6th is abandoned', async () => {
+    await stopDeliverer();
+    const tenant = await createTenant(t.app);
+    const path = freshPath('curve');
+    receiver.behave(path, 500);
+    const { data: endpoint } = await endpointFor(tenant, path);
+    // The worker's own deliverer, built from this app's configuration with the default delays.
+    const deliverer = createWebhookDeliverer({ ...t.deps, config: { ...t.config, webhookRetryDelaysMs: defaultConfig().webhookRetryDelaysMs } });
+    const own = startLoops([deliverer.loop()], 20, pino({ level: 'silent' }));
+    try {
+      let before = Date.now();
+      await createContact(tenant);
+      for (let attempt = 1; attempt <= 6; attempt++) {
+        const row = await eventually(async () => {
+          const [r] = await deliveriesOf(endpoint.id);
+          return r && r.attempt_number === attempt && r.lease_until === null && r;
+        });
+        const after = Date.now();
+        const [listed] = (await call(t.app, tenant, 'GET', `/webhooks/${endpoint.id}/deliveries`)).json().data;
+        expect(receiver.at(path), JSON.stringify(row)).toHaveLength(attempt);
+        if (attempt === 6) {
+          expect(listed).toMatchObject({ status: 'abandoned', attempt_number: 6, next_retry_at: null });
+          break;
+        }
+        expect(listed).toMatchObject({ status: 'retrying', attempt_number: attempt });
+        // Recorded right after the attempt, which happened between `before` and `after`.
+        const delay = SPEC_RETRY_DELAYS_MS[attempt - 1];
+        const next = Date.parse(listed.next_retry_at);
+        expect(next, `next_retry_at after attempt ${attempt}`).toBeGreaterThanOrEqual(before + delay - 1000);
+        expect(next, `next_retry_at after attempt ${attempt}`).toBeLessThanOrEqual(after + delay + 1000);
+        // The wait passes: the retry is due now.
+        before = Date.now();
+        await t.deps.db.updateTable('webhook_deliveries').set({ next_attempt_at: sql<Date>`now()` }).where('id', '=', row.id).execute();
+      }
+    } finally {
+      await own.stop();
+    }
   });
 
   it('the 19th consecutive failure leaves the endpoint active; the 20th disables it and nothing more is queued', async () => {
