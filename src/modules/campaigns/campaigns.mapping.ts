@@ -182,7 +182,11 @@ export interface MappedContact {
 
 /** A contact's value for a field, as text; empty when missing (spec 2.2 rule 3). */
 export function contactValue(contact: MappedContact, field: string): string {
-  const value = field.startsWith('custom_fields.') ? contact.custom_fields?.[field.slice('custom_fields.'.length)] : contact[field as keyof MappedContact];
+  const custom = field.startsWith('custom_fields.');
+  const source: object | null | undefined = custom ? contact.custom_fields : contact;
+  const key = custom ? field.slice('custom_fields.'.length) : field;
+  // Own keys only: custom_fields.__proto__ or .constructor must not read Object.prototype.
+  const value = source && Object.hasOwn(source, key) ? (source as Record<string, unknown>)[key] : undefined;
   if (value === null || value === undefined) return '';
   if (typeof value === 'string') return value;
   if (typeof value === 'number' || typeof value === 'boolean') return String(value);
