@@ -1,7 +1,7 @@
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { adminHeaders, call, createTenant, eventually, hasPostgres, uniquePhone } from './helpers/app.ts';
+import { call, createTenant, eventually, hasPostgres, uniquePhone } from './helpers/app.ts';
 import pino from 'pino';
 import { templatesRepository } from '../src/modules/templates/templates.repository.ts';
 import { workerLoops } from '../src/worker.ts';
@@ -235,12 +235,28 @@ describe.skipIf(!hasPostgres)('templates', () => {
     await sandboxControl(t.sandbox!, 'PUT', '/__sandbox/config', { callbacks: false });
     try {
       const tenant = await createConnectedTenant(t.app);
-      const template = (await call(t.app, tenant, 'POST', '/templates', draft())).json();
-      await call(t.app, tenant, 'POST', `/templates/${template.id}/submit`);
+      const created = await call(t.app, tenant, 'POST', '/templates', draft());
+      expect(created.statusCode).toBe(201);
+      const template = created.json();
+      const submitted = await call(t.app, tenant, 'POST', `/templates/${template.id}/submit`);
+      expect(submitted.statusCode).toBe(200);
+      expect(submitted.json().status).toBe('pending');
+      const row = () => t.deps.db.selectFrom('templates').selectAll().where('id', '=', template.id).executeTakeFirstOrThrow();
+      const { upstream_id: upstreamId } = await row();
+      expect(upstreamId).toBeTruthy();
+      // The upstream has approved it, and no callback told us: still pending here.
+      await eventually(async () => t.sandbox!.state.templates.get(upstreamId!)?.status === 'APPROVED');
+      expect((await row()).status).toBe('pending');
+      expect((await call(t.app, tenant, 'GET', `/templates/${template.id}`)).statusCode).toBe(404);
       // The worker role's own loop, idle-polling every WORKER_POLL_MS.
       const poller = startLoops(workerLoops(t.deps).filter((l) => l.name === 'template-status-poller'), 50, pino({ level: 'silent' }));
       try {
-        await eventually(async () => (await call(t.app, tenant, 'GET', `/templates/${template.id}`)).statusCode === 200, 5_000);
+        const approved = await eventually(async () => {
+          const got = await call(t.app, tenant, 'GET', `/templates/${template.id}`);
+          return got.statusCode === 200 && got.json();
+        }, 5_000);
+        expect(approved).toMatchObject({ id: template.id, status: 'approved' });
+        expect((await row()).status).toBe('approved');
       } finally {
         await poller.stop();
       }
@@ -277,7 +293,6 @@ describe.skipIf(!hasPostgres)('templates', () => {
     expect((await postCallback(t.app, payload)).statusCode).toBe(200);
     const after = await t.deps.db.selectFrom('templates').select('status').where('id', '=', template.id).executeTakeFirstOrThrow();
     expect(after.status).toBe('disabled');
-    void adminHeaders;
   });
 });
 
