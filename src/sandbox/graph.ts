@@ -16,6 +16,34 @@ const DEFAULT_RECIPIENT_ERROR = 131026;
 const MAX_MEDIA_RECORDS = 10_000;
 const MEDIA_ERROR = 131053;
 
+const KB = 1024;
+const MB = 1024 * KB;
+/** Supported upload types and their limits (reference §6). */
+const MEDIA_KINDS: { kind: string; maxBytes: number; types: string[] }[] = [
+  { kind: 'audio', maxBytes: 16 * MB, types: ['audio/aac', 'audio/amr', 'audio/mpeg', 'audio/mp4', 'audio/ogg'] },
+  { kind: 'document', maxBytes: 100 * MB, types: [
+    'text/plain', 'application/pdf', 'application/msword', 'application/vnd.openxmlformats-officedocument.wordprocessingml.document',
+    'application/vnd.ms-excel', 'application/vnd.openxmlformats-officedocument.spreadsheetml.sheet',
+    'application/vnd.ms-powerpoint', 'application/vnd.openxmlformats-officedocument.presentationml.presentation',
+  ] },
+  { kind: 'image', maxBytes: 5 * MB, types: ['image/jpeg', 'image/png'] },
+  { kind: 'sticker', maxBytes: 100 * KB, types: ['image/webp'] },
+  { kind: 'video', maxBytes: 16 * MB, types: ['video/mp4', 'video/3gpp'] },
+];
+const SUPPORTED_MEDIA = MEDIA_KINDS.flatMap((k) => k.types);
+const ANIMATED_STICKER_MAX = 500 * KB;
+
+const bareMime = (type: string) => type.split(';')[0].trim().toLowerCase();
+
+/** The kind and size limit of an upload's type, or undefined for a type Meta does not take. */
+function uploadRule(mimeType: string, data: Buffer): { kind: string; maxBytes: number } | undefined {
+  const kind = MEDIA_KINDS.find((k) => k.types.includes(mimeType));
+  if (!kind) return undefined;
+  // A sticker may be larger when animated (a WebP with an ANIM chunk).
+  if (kind.kind === 'sticker' && data.subarray(0, 64).includes('ANIM')) return { kind: 'animated sticker', maxBytes: ANIMATED_STICKER_MAX };
+  return kind;
+}
+
 interface HeaderMedia { type: 'image' | 'video' | 'document'; id?: string; link?: string }
 
 /** The media parameter of a send's header (already checked against the template), if any. */
@@ -229,15 +257,30 @@ export class GraphHandlers {
     }));
   }
 
-  uploadMedia(phoneNumberId: string, contentType: string | undefined, raw: Buffer): Reply {
+  /**
+   * POST /{phone}/media. Graph reads parameters from the query string as well as the form, so
+   * `?messaging_product=whatsapp` with only `file` in the form is an upload too (whatsapp-api-js
+   * sends it so). The file part's own type is the media's type; a `type` field must agree with it.
+   */
+  uploadMedia(phoneNumberId: string, contentType: string | undefined, raw: Buffer, query: URLSearchParams): Reply {
     const parts = parseMultipart(contentType, raw);
     if (!parts) return fromError(graphError(100, { details: 'Expected a multipart/form-data body.' }));
-    const product = parts.find((p) => p.name === 'messaging_product');
-    if (!product || product.data.toString() !== 'whatsapp') return fromError(graphError(100, { title: 'The parameter messaging_product is required.' }));
+    const field = (name: string) => parts.find((p) => p.name === name && p.filename === null)?.data.toString() ?? query.get(name) ?? undefined;
+    if (field('messaging_product')?.toLowerCase() !== 'whatsapp') return fromError(graphError(100, { title: 'The parameter messaging_product is required.' }));
     const file = parts.find((p) => p.name === 'file' && p.filename !== null);
     if (!file) return fromError(graphError(100, { title: 'The parameter file is required.' }));
     if (file.data.length === 0) return fromError(graphError(131053, { details: 'The uploaded file is empty.' }));
-    const declared = parts.find((p) => p.name === 'type')?.data.toString() ?? file.contentType ?? 'application/octet-stream';
+    const partType = file.contentType ? bareMime(file.contentType) : undefined;
+    const typeField = field('type');
+    const declared = partType ?? (typeField ? bareMime(typeField) : 'application/octet-stream');
+    if (typeField && bareMime(typeField) !== declared) {
+      return fromError(graphError(100, { details: `Param type (${typeField}) does not match the type of the uploaded file (${declared}).` }));
+    }
+    const rule = uploadRule(declared, file.data);
+    if (!rule) return fromError(graphError(100, { details: `Param file must be a file with one of the following types: ${SUPPORTED_MEDIA.join(', ')}. Received file of type '${declared}'.` }));
+    if (file.data.length > rule.maxBytes) {
+      return fromError(graphError(100, { details: `The ${rule.kind} file is ${file.data.length} bytes; ${declared} files may be at most ${rule.maxBytes} bytes.` }));
+    }
     const id = String(mediaBase + mediaCounter++);
     const { media } = this.state;
     if (media.size >= MAX_MEDIA_RECORDS) media.delete(media.keys().next().value as string);

@@ -146,8 +146,8 @@ export async function createSandbox(options: SandboxOptions): Promise<Sandbox> {
     }
     if (route === 'POST media') {
       const raw = await readBody(req, MEDIA_LIMIT);
-      if (!raw) return () => graphError(131053, { details: 'The file is larger than the sandbox accepts.' });
-      return () => graph.uploadMedia(id, req.headers['content-type'], raw);
+      if (!raw) return () => graphError(100, { details: 'The file is larger than any supported media type allows.' });
+      return () => graph.uploadMedia(id, req.headers['content-type'], raw, query);
     }
     return () => graphError(2500, { title: `Unknown path components: /${edge ?? ''}` });
   }

@@ -8,7 +8,7 @@ import { upstreamFailure } from '../business-accounts/upstream-failures.ts';
 import { mediaRepository as repo, type MediaRow } from './media.repository.ts';
 import type { Media } from './media.schemas.ts';
 import type { MediaStorage } from './media.storage.ts';
-import { bareMime, contentMatches, MAX_MEDIA_BYTES, MEDIA_RULES, MEDIA_TYPES, type MediaType } from './media.types.ts';
+import { bareMime, contentMatches, EXTENSIONS, extensionMismatch, MAX_MEDIA_BYTES, MEDIA_RULES, MEDIA_TYPES, type MediaType } from './media.types.ts';
 
 export function toMedia(row: MediaRow): Media {
   return {
@@ -78,6 +78,11 @@ export class MediaService {
       }
       if (!contentMatches(file.mimeType, file.head)) {
         throw validationError(`file content does not look like ${file.mimeType}`, ['body', 'file'], file.filename, 'mime_type');
+      }
+      const extension = extensionMismatch(file.filename, file.mimeType);
+      if (extension !== null) {
+        throw validationError(`the file name's extension .${extension} does not fit ${file.mimeType} (expected .${EXTENSIONS[file.mimeType].join(' or .')})`,
+          ['body', 'file'], file.filename, 'mime_type');
       }
     } catch (err) {
       if (file) await this.discard(file);
