@@ -48,6 +48,10 @@ export interface Config {
   seedDemo: boolean;
   workerPollMs: number;
   trustProxy: boolean;
+  /** Time to receive a whole request, its headers, and how long an idle keep-alive connection stays open. */
+  httpRequestTimeoutMs: number;
+  httpHeadersTimeoutMs: number;
+  httpKeepAliveTimeoutMs: number;
   /** How long an authenticated key may be served from the in-process cache (revocation bound). */
   authCacheMs: number;
   /** A running Idempotency-Key claim older than this is treated as abandoned (crashed request). */
@@ -56,10 +60,11 @@ export interface Config {
   /** Fallback template-status poller: minimum time between two polls of one pending template. */
   templatePollIntervalMs: number;
   templatePollBatch: number;
-  /** Campaign dispatcher: idle poll, claim lease, reconciliation window of unknown outcomes, batches in flight, attempts on retryable errors. */
+  /** Campaign dispatcher: idle poll, claim lease, batches in flight, attempts on retryable errors. */
   campaignPollMs: number;
   campaignLeaseMs: number;
-  campaignReconcileMs: number;
+  /** A send whose outcome is unknown (crash, timeout) is sent again only if no callback told of it within this window. */
+  sendReconcileMs: number;
   campaignMaxBatches: number;
   campaignMaxAttempts: number;
   /** How far ahead a phone number's send slots are handed out; how fast a rate halved by 130429 recovers. */
@@ -144,11 +149,24 @@ function campaignWorkerConfig(env: Env) {
   return {
     campaignPollMs: int(env, 'CAMPAIGN_POLL_MS', 100),
     campaignLeaseMs: leaseMs,
-    campaignReconcileMs: int(env, 'CAMPAIGN_RECONCILE_MS', 120_000),
+    sendReconcileMs: int(env, 'SEND_RECONCILE_MS', 120_000),
     campaignMaxBatches: Math.max(1, int(env, 'CAMPAIGN_MAX_BATCHES', 16)),
     campaignMaxAttempts: Math.max(1, int(env, 'CAMPAIGN_MAX_ATTEMPTS', 5)),
     pacingHorizonMs: horizon,
     pacingRecoveryMs: int(env, 'PACING_RECOVERY_MS', 5000),
+  };
+}
+
+function httpTimeouts(env: Env) {
+  // A whole request, uploads included (2 minutes is 100 MB at about 7 Mbit/s); headers arrive in one packet.
+  const request = int(env, 'HTTP_REQUEST_TIMEOUT_MS', 120_000);
+  const headers = int(env, 'HTTP_HEADERS_TIMEOUT_MS', Math.min(10_000, request));
+  if (request < 1 || headers < 1 || headers > request) throw new ConfigError('HTTP_HEADERS_TIMEOUT_MS and HTTP_REQUEST_TIMEOUT_MS must be positive, the headers timeout no longer than the request timeout');
+  return {
+    httpRequestTimeoutMs: request,
+    httpHeadersTimeoutMs: headers,
+    // Longer than the usual 60 s idle timeout of load balancers, so they never reuse a connection we just closed.
+    httpKeepAliveTimeoutMs: int(env, 'HTTP_KEEP_ALIVE_TIMEOUT_MS', 72_000),
   };
 }
 
@@ -197,6 +215,7 @@ export function loadConfig(env: Env = process.env): Config {
     seedDemo: bool(env, 'SEED_DEMO', !production),
     workerPollMs: int(env, 'WORKER_POLL_MS', 500),
     trustProxy: bool(env, 'TRUST_PROXY', false),
+    ...httpTimeouts(env),
     authCacheMs: int(env, 'AUTH_CACHE_MS', 1000),
     idempotencyLockMs: int(env, 'IDEMPOTENCY_LOCK_MS', 60_000),
     idempotencyTtlMs: int(env, 'IDEMPOTENCY_TTL_MS', 24 * 3600 * 1000),

@@ -1,4 +1,5 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { faultPoint } from '../faults.ts';
 import type { Feature } from '../modules/tenants/plans.ts';
 import type { ApiKeyAuthenticator, AuthContext } from './auth.ts';
 import { AppError } from './errors.ts';
@@ -94,6 +95,8 @@ export function installPublicApiHooks(app: FastifyInstance, deps: PublicApiDeps)
   app.addHook('onSend', async (request, reply, payload) => {
     const key = request.idempotencyKey;
     if (!key) return payload;
+    // Crash drills stop here: the handler's write has committed, the response is not out yet.
+    await faultPoint('write:after-commit');
     request.idempotencyKey = undefined;
     const completed = request.idempotencyScope?.completed === true;
     // Completed with the write: the stored response is this one (same serialiser), and a failure

@@ -6,7 +6,7 @@ import { call, uniquePhone, type TestTenant } from './app.ts';
 import type { UpstreamTestApp } from './upstream.ts';
 
 /** Short worker intervals for campaign tests (every interval is configuration). */
-export const CAMPAIGN_ENV = { CAMPAIGN_POLL_MS: '20', WORKER_POLL_MS: '50', CAMPAIGN_RECONCILE_MS: '1500', PACING_HORIZON_MS: '200' };
+export const CAMPAIGN_ENV = { CAMPAIGN_POLL_MS: '20', WORKER_POLL_MS: '50', SEND_RECONCILE_MS: '1500', PACING_HORIZON_MS: '200' };
 
 /**
  * This test's own scheduler and dispatcher, limited to its tenants: test files share one database,
@@ -15,7 +15,7 @@ export const CAMPAIGN_ENV = { CAMPAIGN_POLL_MS: '20', WORKER_POLL_MS: '50', CAMP
 export function runCampaignWorkers(t: UpstreamTestApp, tenantIds: string[], overrides: Partial<ConstructorParameters<typeof CampaignDispatcher>[4]> = {}): RunningLoops & { dispatcher: CampaignDispatcher } {
   const c = t.deps.config;
   const dispatcher = new CampaignDispatcher(t.deps.db, t.deps.upstream, t.deps.media, t.deps.pacer, {
-    secretsKey: c.secretsKey, leaseMs: c.campaignLeaseMs, reconcileMs: c.campaignReconcileMs, maxBatches: c.campaignMaxBatches, maxAttempts: c.campaignMaxAttempts,
+    secretsKey: c.secretsKey, leaseMs: c.campaignLeaseMs, reconcileMs: c.sendReconcileMs, maxBatches: c.campaignMaxBatches, maxAttempts: c.campaignMaxAttempts,
     onlyTenants: tenantIds, ...overrides,
   }, pino({ level: process.env.TEST_LOG_LEVEL ?? 'silent' }));
   const loops = startLoops([

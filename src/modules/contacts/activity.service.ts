@@ -8,6 +8,7 @@ import { contactsRepository } from './contacts.repository.ts';
 import { followupsRepository as followups, type FollowupRow, type FollowupValues } from './followups.repository.ts';
 import { notesRepository as notes, type NoteRow } from './notes.repository.ts';
 import type { Followup, FollowupCreate, FollowupPatch, Note } from './activity.schemas.ts';
+import { completeIdempotencyKey } from '../../http/idempotency.ts';
 
 export function toNote(row: NoteRow): Note {
   return { id: row.id, contact_id: row.contact_id, content: row.content, created_at: row.created_at.toISOString() };
@@ -33,6 +34,7 @@ export class ContactActivityService {
       await this.contactOrThrow(tx, tenantId, contactId);
       const note = toNote(await notes.insert(tx, tenantId, contactId, content));
       await recordEvents(tx, tenantId, [{ type: 'contact.note_added', data: note }]);
+      await completeIdempotencyKey(tx, note);
       return note;
     });
   }
@@ -54,6 +56,7 @@ export class ContactActivityService {
       await this.contactOrThrow(tx, tenantId, contactId);
       const followup = toFollowup(await followups.insert(tx, tenantId, contactId, input));
       await recordEvents(tx, tenantId, [{ type: 'followup.created', data: followup }]);
+      await completeIdempotencyKey(tx, followup);
       return followup;
     });
   }

@@ -3,6 +3,7 @@ import Value from 'typebox/value';
 import type { Db } from '../../db/database.ts';
 import { recordEvents } from '../../events/events.ts';
 import { notFound, validationError } from '../../http/errors.ts';
+import { completeIdempotencyKey } from '../../http/idempotency.ts';
 import { isoOrNull } from '../../http/nullable.ts';
 import { unstorableText } from '../../http/storable-text.ts';
 import { offsetOf, paginationFor, type PageQuery } from '../../http/pagination.ts';
@@ -72,6 +73,7 @@ export class ContactsService {
     return this.db.transaction().execute(async (tx) => {
       const contact = toContact(await repo.insert(tx, tenantId, values));
       await recordEvents(tx, tenantId, [{ type: 'contact.created', data: contact }]);
+      await completeIdempotencyKey(tx, contact);
       return contact;
     });
   }
@@ -101,7 +103,7 @@ export class ContactsService {
       candidates.push({ index, values: { ...contactFields(input, CREATE_FIELDS), first_name: input.first_name, phone, source: input.source ?? 'bulk' } });
     });
 
-    const created = await this.db.transaction().execute(async (tx) => {
+    return this.db.transaction().execute(async (tx) => {
       const inserted = await repo.insertManySkippingDuplicates(tx, tenantId, candidates.map((c) => c.values));
       const insertedPhones = new Set(inserted.map((r) => r.phone));
       const skipped = candidates.filter((c) => !insertedPhones.has(c.values.phone));
@@ -114,11 +116,11 @@ export class ContactsService {
       }
       const contacts = inserted.map(toContact);
       await recordEvents(tx, tenantId, contacts.map((data) => ({ type: 'contact.created' as const, data })));
-      return contacts.length;
+      errors.sort((a, b) => a.index - b.index);
+      const result = { total: items.length, created: contacts.length, failed: errors.length, errors };
+      await completeIdempotencyKey(tx, result);
+      return result;
     });
-
-    errors.sort((a, b) => a.index - b.index);
-    return { total: items.length, created, failed: errors.length, errors };
   }
 
   async update(tenantId: string, id: string, patch: ContactPatch): Promise<Contact> {

@@ -29,6 +29,10 @@ function messageValues(tenantId: string, values: NewMessage, upstreamMessageId: 
 }
 
 export const messagesRepository = {
+  async findById(db: Queryable, tenantId: string, id: string) {
+    return db.selectFrom('messages').selectAll().where('tenant_id', '=', tenantId).where('id', '=', id).executeTakeFirst();
+  },
+
   /**
    * Records an outbound message before the upstream call, linking the live contact with this
    * phone in the same statement (one round trip). This row is what a status callback that

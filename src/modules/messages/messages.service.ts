@@ -3,7 +3,9 @@ import type { Logger } from 'pino';
 import type { Db } from '../../db/database.ts';
 import { StatementBatcher } from '../../db/statement-batcher.ts';
 import { AppError, validationError } from '../../http/errors.ts';
-import type { UpstreamClient } from '../../upstream/types.ts';
+import { faultPoint } from '../../faults.ts';
+import { completeIdempotencyKey, idempotencyScope, type IdempotencyScope } from '../../http/idempotency.ts';
+import type { SendComponent, UpstreamAccount, UpstreamClient } from '../../upstream/types.ts';
 import { findAccountsAndApprovedTemplates, noActiveAccount, toUpstreamAccount } from '../business-accounts/business-accounts.repository.ts';
 import { upstreamFailure } from '../business-accounts/upstream-failures.ts';
 import { addCommunication } from '../contacts/communications.repository.ts';
@@ -21,7 +23,9 @@ export class MessagesService {
   private inserts = new StatementBatcher((items: { tenantId: string; values: NewMessage }[]) => repo.insertAcceptedMany(this.db, items));
   private records = new StatementBatcher((items: { tenantId: string; values: NewMessage; upstreamMessageId: string }[]) => repo.recordAcceptedMany(this.db, items));
 
-  constructor(private db: Db, private upstream: UpstreamClient, private media: MediaService, private secretsKey: Buffer, private logger?: Logger) {}
+  constructor(private db: Db, private upstream: UpstreamClient, private media: MediaService, private secretsKey: Buffer, private logger?: Logger,
+    /** How long a taken-over send waits for a callback of the attempt that may have happened (SEND_RECONCILE_MS). */
+    private reconcileMs = 120_000) {}
 
   /**
    * Sends one approved template message. Every rule that can fail without the upstream is checked
@@ -53,20 +57,10 @@ export class MessagesService {
 
     const id = randomUUID();
     const record = { id, templateId: template.id, templateName: template.template_name, language, to, components: input.components ?? [] };
+    const keyed = idempotencyScope.getStore();
+    if (keyed) return this.sendKeyed(tenantId, keyed, record, upstreamAccount, components);
     const row = await this.inserts.submit({ tenantId, values: record });
-    const outcome = await this.upstream.sendTemplate(upstreamAccount, { to, templateName: template.template_name, language, components, callbackData: id });
-    if (outcome.kind !== 'accepted') {
-      // A timeout leaves the outcome unknown: the row stays accepted so late callbacks still apply.
-      const error = outcome.kind === 'timeout' ? null : outcome.error;
-      await repo.recordSendFailure(this.db, tenantId, id, {
-        final: outcome.kind !== 'timeout',
-        code: error?.code ?? null,
-        title: outcome.kind === 'timeout' ? 'Upstream timeout: outcome unknown' : error?.title ?? (outcome.kind === 'retryable' ? outcome.reason : 'rejected'),
-      });
-      this.logger?.warn({ tenant_id: tenantId, message_row_id: id, outcome: outcome.kind, code: error?.code }, 'template send failed upstream');
-      throw upstreamFailure(outcome, 'sending the message');
-    }
-    const wamid = outcome.value.messageId;
+    const wamid = await this.callUpstream(tenantId, record, upstreamAccount, components);
     if (row.contact_id) {
       const contactId = row.contact_id;
       await this.db.transaction().execute(async (tx) => {
@@ -77,5 +71,69 @@ export class MessagesService {
       await this.records.submit({ tenantId, values: record, upstreamMessageId: wamid });
     }
     return { message_id: wamid, status: 'accepted', to };
+  }
+
+  /**
+   * A send under an Idempotency-Key (issue: a crash between the upstream's answer and the key's
+   * completion must not send twice). The message row is recorded with the key before the call, and
+   * the upstream id with the key's response after it, each in one transaction. A retry that takes
+   * over the key of a request that died reconciles that message: its upstream id, set by the send
+   * or by a status callback carrying our row id, is the answer; with no word from the upstream
+   * within the reconciliation window the same row is sent again.
+   */
+  private async sendKeyed(tenantId: string, key: IdempotencyScope, record: NewMessage, account: UpstreamAccount, components: SendComponent[]): Promise<SendResult> {
+    const previous = key.takenOverResource ? await repo.findById(this.db, tenantId, key.takenOverResource) : undefined;
+    if (previous) {
+      const known = await this.awaitReconciliation(tenantId, previous.id, (previous.attempted_at ?? previous.created_at).getTime() + this.reconcileMs);
+      if (known) return this.completeKeyed(tenantId, { ...record, id: previous.id, to: previous.to_phone }, known);
+      await this.db.updateTable('messages').set({ attempted_at: new Date() }).where('tenant_id', '=', tenantId).where('id', '=', previous.id).execute();
+      record = { ...record, id: previous.id, to: previous.to_phone, components: previous.components };
+      components = previous.components as SendComponent[];
+    } else {
+      await this.db.transaction().execute(async (tx) => {
+        await repo.insertAccepted(tx, tenantId, record);
+        await key.attach(tx, record.id);
+      });
+    }
+    const wamid = await this.callUpstream(tenantId, record, account, components);
+    await faultPoint('send:after-upstream');
+    return this.completeKeyed(tenantId, record, wamid);
+  }
+
+  /** Records the upstream id (and the key's response, in the same transaction). */
+  private async completeKeyed(tenantId: string, record: NewMessage, wamid: string): Promise<SendResult> {
+    const result: SendResult = { message_id: wamid, status: 'accepted', to: record.to };
+    await this.db.transaction().execute(async (tx) => {
+      await repo.recordAccepted(tx, tenantId, record, wamid);
+      const row = await repo.findById(tx, tenantId, record.id);
+      if (row?.contact_id) await addCommunication(tx, tenantId, { contactId: row.contact_id, direction: 'outbound', messageId: wamid, summary: `Template ${record.templateName} (${record.language})` });
+      await completeIdempotencyKey(tx, result);
+    });
+    return result;
+  }
+
+  /** Waits (until `until`) for the upstream id of a message whose send may have happened. */
+  private async awaitReconciliation(tenantId: string, id: string, until: number): Promise<string | null> {
+    for (;;) {
+      const row = await repo.findById(this.db, tenantId, id);
+      if (row?.upstream_message_id) return row.upstream_message_id;
+      if (Date.now() >= until) return null;
+      await new Promise((r) => setTimeout(r, Math.min(100, until - Date.now())));
+    }
+  }
+
+  /** The upstream call; a failure is recorded on the row and answered 502/504 (safe to retry). */
+  private async callUpstream(tenantId: string, record: NewMessage, account: UpstreamAccount, components: SendComponent[]): Promise<string> {
+    const outcome = await this.upstream.sendTemplate(account, { to: record.to, templateName: record.templateName, language: record.language, components, callbackData: record.id });
+    if (outcome.kind === 'accepted') return outcome.value.messageId;
+    // A timeout leaves the outcome unknown: the row stays accepted so late callbacks still apply.
+    const error = outcome.kind === 'timeout' ? null : outcome.error;
+    await repo.recordSendFailure(this.db, tenantId, record.id, {
+      final: outcome.kind !== 'timeout',
+      code: error?.code ?? null,
+      title: outcome.kind === 'timeout' ? 'Upstream timeout: outcome unknown' : error?.title ?? (outcome.kind === 'retryable' ? outcome.reason : 'rejected'),
+    });
+    this.logger?.warn({ tenant_id: tenantId, message_row_id: record.id, outcome: outcome.kind, code: error?.code }, 'template send failed upstream');
+    throw upstreamFailure(outcome, 'sending the message');
   }
 }
