@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { call, eventually, hasPostgres } from './helpers/app.ts';
+import { adminHeaders, call, eventually, hasPostgres } from './helpers/app.ts';
 import { createApprovedTemplate, createConnectedTenant, eventsOf, sandboxControl, startUpstreamApp, type UpstreamTestApp } from './helpers/upstream.ts';
 import { CAMPAIGN_ENV, createContacts, runCampaignWorkers, someContacts, uniqueTag } from './helpers/campaigns.ts';
 
@@ -43,6 +43,182 @@ describe.skipIf(!hasPostgres)('campaigns: dispatch', () => {
       expect(types).toEqual(['campaign.created', 'campaign.started', 'campaign.completed']);
       const recount = await call(t.app, tenant, 'POST', `/campaigns/${id}/refresh-metrics`);
       expect(recount.json().stats).toEqual(done.stats);
+    } finally {
+      await workers.stop();
+    }
+  });
+
+  const campaignFor = async (tenant: any, templateId: string, tag: string, extra: Record<string, unknown> = {}) => {
+    const res = await call(t.app, tenant, 'POST', '/campaigns', {
+      name: 'C', template_id: templateId, audience: { groups: [tag] },
+      variable_mapping: { components: [{ type: 'body', parameters: [{ kind: 'contact_field', field: 'first_name' }, { kind: 'static', value: 'X-1' }] }] }, ...extra,
+    });
+    expect(res.statusCode, res.body).toBe(201);
+    return res.json().id as string;
+  };
+  const setPace = (tenantId: string, mps: number) => t.app.inject({ method: 'PATCH', url: `/admin/v1/tenants/${tenantId}/business-account`, headers: adminHeaders, payload: { messages_per_second: mps } });
+  const recipientStatuses = async (id: string) => {
+    const rows = await t.deps.db.selectFrom('campaign_recipients').select(['status']).where('campaign_id', '=', id).execute();
+    return rows.reduce((acc: Record<string, number>, r) => ({ ...acc, [r.status]: (acc[r.status] ?? 0) + 1 }), {});
+  };
+
+  it('paces sends to messages_per_second of the number: no second carries more', async () => {
+    const tenant = await createConnectedTenant(t.app);
+    expect((await setPace(tenant.id, 10)).statusCode).toBe(200);
+    const workers = runCampaignWorkers(t, [tenant.id]);
+    try {
+      const template = await createApprovedTemplate(t.app, tenant);
+      const tag = uniqueTag();
+      const contacts = await createContacts(t, tenant, someContacts(30, { tags: [tag] }));
+      const id = await campaignFor(tenant, template.id, tag, { batch_size: 7 });
+      expect((await call(t.app, tenant, 'POST', `/campaigns/${id}/send`)).statusCode).toBe(200);
+      await eventually(async () => (await getCampaign(tenant, id)).status === 'COMPLETED', 20_000);
+      const times: number[] = [];
+      for (const c of contacts) times.push(...(await sendsTo(c.phone)).map((s) => new Date(s.at).getTime()));
+      expect(times).toHaveLength(30);
+      times.sort((a, b) => a - b);
+      // 30 sends at 10/s take at least 2.9 s, and no 1-second window holds more than 10 (+1 for a closed window's two ends).
+      expect(times[29] - times[0]).toBeGreaterThanOrEqual(2800);
+      for (let i = 0; i < times.length; i++) {
+        const inWindow = times.filter((x) => x >= times[i] && x < times[i] + 1000).length;
+        expect(inWindow).toBeLessThanOrEqual(11);
+      }
+    } finally {
+      await workers.stop();
+    }
+  });
+
+  it('pause stops new claims (in-flight finish), resume continues, stop leaves the rest pending', async () => {
+    const tenant = await createConnectedTenant(t.app);
+    await setPace(tenant.id, 10);
+    const workers = runCampaignWorkers(t, [tenant.id]);
+    try {
+      const template = await createApprovedTemplate(t.app, tenant);
+      const tag = uniqueTag();
+      await createContacts(t, tenant, someContacts(40, { tags: [tag] }));
+      const id = await campaignFor(tenant, template.id, tag, { batch_size: 5 });
+      await call(t.app, tenant, 'POST', `/campaigns/${id}/send`);
+      await eventually(async () => (await getCampaign(tenant, id)).stats.sent >= 5);
+      const paused = await call(t.app, tenant, 'POST', `/campaigns/${id}/pause`);
+      expect(paused.statusCode).toBe(200);
+      expect(paused.json().status).toBe('PAUSED');
+      // In-flight sends drain: no recipient stays sending, and the sent count then holds still.
+      const drained = await eventually(async () => ((await recipientStatuses(id)).sending ?? 0) === 0 ? (await getCampaign(tenant, id)).stats : null);
+      expect(drained.pending).toBeGreaterThan(0);
+      await new Promise((r) => setTimeout(r, 600));
+      expect((await getCampaign(tenant, id)).stats.pending).toBe(drained.pending);
+
+      expect((await call(t.app, tenant, 'POST', `/campaigns/${id}/resume`)).json().status).toBe('RUNNING');
+      await eventually(async () => (await getCampaign(tenant, id)).stats.pending < drained.pending);
+      const stopped = await call(t.app, tenant, 'POST', `/campaigns/${id}/stop`);
+      expect(stopped.json().status).toBe('STOPPED');
+      await eventually(async () => ((await recipientStatuses(id)).sending ?? 0) === 0);
+      const after = await getCampaign(tenant, id);
+      expect(after.status).toBe('STOPPED');
+      expect(after.stats.pending).toBeGreaterThan(0);
+      expect((await recipientStatuses(id)).pending).toBe(after.stats.pending);
+      // Stopped is permanent.
+      expect((await call(t.app, tenant, 'POST', `/campaigns/${id}/resume`)).statusCode).toBe(400);
+      const types = (await eventsOf(t.deps, tenant.id)).map((e) => e.type).filter((x) => x.startsWith('campaign.'));
+      expect(types).toEqual(['campaign.created', 'campaign.started', 'campaign.paused', 'campaign.resumed', 'campaign.stopped']);
+    } finally {
+      await workers.stop();
+    }
+  });
+
+  it('a scheduled campaign starts by itself at scheduled_at, once, even with two workers', async () => {
+    const tenant = await createConnectedTenant(t.app);
+    const a = runCampaignWorkers(t, [tenant.id]);
+    const b = runCampaignWorkers(t, [tenant.id]);
+    try {
+      const template = await createApprovedTemplate(t.app, tenant);
+      const tag = uniqueTag();
+      const contacts = await createContacts(t, tenant, someContacts(6, { tags: [tag] }));
+      const at = new Date(Date.now() + 1500);
+      const id = await campaignFor(tenant, template.id, tag, { scheduled_at: at.toISOString() });
+      expect((await getCampaign(tenant, id)).status).toBe('SCHEDULED');
+      const started = await eventually(async () => {
+        const c = await getCampaign(tenant, id);
+        return c.status !== 'SCHEDULED' ? c : null;
+      }, 10_000, 20);
+      expect(new Date(started.started_at).getTime()).toBeGreaterThanOrEqual(at.getTime() - 5);
+      expect(new Date(started.started_at).getTime()).toBeLessThan(at.getTime() + 1000);
+      await eventually(async () => (await getCampaign(tenant, id)).status === 'COMPLETED', 15_000);
+      for (const c of contacts) expect(await sendsTo(c.phone)).toHaveLength(1);
+      const types = (await eventsOf(t.deps, tenant.id)).map((e) => e.type).filter((x) => x.startsWith('campaign.'));
+      // created and scheduled commit together (same created_at), so their order is not defined.
+      expect([...types.slice(0, 2)].sort()).toEqual(['campaign.created', 'campaign.scheduled']);
+      expect(types.slice(2)).toEqual(['campaign.started', 'campaign.completed']);
+    } finally {
+      await Promise.all([a.stop(), b.stop()]);
+    }
+  });
+
+  it('per-recipient rejections fail only that recipient; a pair rate limit re-queues it; failures are summarised', async () => {
+    const tenant = await createConnectedTenant(t.app);
+    const workers = runCampaignWorkers(t, [tenant.id]);
+    try {
+      const template = await createApprovedTemplate(t.app, tenant);
+      const tag = uniqueTag();
+      const contacts = await createContacts(t, tenant, someContacts(8, { tags: [tag] }));
+      await sandboxControl(t.sandbox!, 'POST', '/__sandbox/recipients', { to: contacts[0].phone, outcome: 'reject', error_code: 131026 });
+      await sandboxControl(t.sandbox!, 'POST', '/__sandbox/recipients', { to: contacts[1].phone, outcome: 'fail', error_code: 131049 });
+      await sandboxControl(t.sandbox!, 'POST', '/__sandbox/recipients', { to: contacts[2].phone, outcome: 'reject', error_code: 131056 });
+      const id = await campaignFor(tenant, template.id, tag);
+      await call(t.app, tenant, 'POST', `/campaigns/${id}/send`);
+      // The pair-rate-limited recipient waits (6 s by Meta's advice) and stays pending meanwhile.
+      await eventually(async () => (await getCampaign(tenant, id)).stats.failed === 2, 10_000);
+      const pendingRow = await t.deps.db.selectFrom('campaign_recipients').selectAll().where('campaign_id', '=', id).where('phone', '=', contacts[2].phone).executeTakeFirstOrThrow();
+      expect(pendingRow.status).toBe('pending');
+      expect(pendingRow.not_before!.getTime()).toBeGreaterThan(Date.now());
+      await sandboxControl(t.sandbox!, 'POST', '/__sandbox/recipients', { to: contacts[2].phone, outcome: 'ok' });
+      const done = await eventually(async () => {
+        const c = await getCampaign(tenant, id);
+        return c.status === 'COMPLETED' ? c : null;
+      }, 15_000);
+      expect(done.stats).toMatchObject({ total: 8, failed: 2, pending: 0, sent: 6 });
+      expect(await sendsTo(contacts[2].phone)).toHaveLength(1);
+      const errors = (await call(t.app, tenant, 'GET', `/campaigns/${id}/errors`)).json();
+      expect(errors.total_failed).toBe(2);
+      expect(errors.by_code.map((e: any) => e.code).sort()).toEqual(['131026', '131049']);
+      expect(errors.by_code.find((e: any) => e.code === '131026')).toMatchObject({ title: 'Message undeliverable', count: 1, fix: expect.stringContaining('WhatsApp') });
+      const drill = (await call(t.app, tenant, 'GET', `/campaigns/${id}/errors/131049`)).json();
+      expect(drill.recipients).toEqual([expect.objectContaining({ phone_number: contacts[1].phone, status: 'failed', contact_id: contacts[1].id })]);
+      // message.failed for the callback failure carries the campaign id.
+      const failed = (await eventsOf(t.deps, tenant.id, 'message.failed')).map((e) => e.data as any);
+      expect(failed.some((d) => d.campaign_id === id && d.error.code === 131049)).toBe(true);
+    } finally {
+      await workers.stop();
+    }
+  });
+
+  it('a template disabled mid-flight fails the campaign with campaign.failed and sends nothing more', async () => {
+    const tenant = await createConnectedTenant(t.app);
+    await setPace(tenant.id, 5);
+    const workers = runCampaignWorkers(t, [tenant.id]);
+    try {
+      const template = await createApprovedTemplate(t.app, tenant);
+      const tag = uniqueTag();
+      const contacts = await createContacts(t, tenant, someContacts(40, { tags: [tag] }));
+      const id = await campaignFor(tenant, template.id, tag, { batch_size: 2 });
+      await call(t.app, tenant, 'POST', `/campaigns/${id}/send`);
+      await eventually(async () => (await getCampaign(tenant, id)).stats.sent >= 2);
+      await sandboxControl(t.sandbox!, 'POST', '/__sandbox/templates/review', { name: template.template_name, language: 'en', status: 'DISABLED' });
+      const failed = await eventually(async () => {
+        const c = await getCampaign(tenant, id);
+        return c.status === 'FAILED' ? c : null;
+      }, 10_000);
+      expect(failed.failure_reason).toMatch(/disabled/i);
+      await eventually(async () => ((await recipientStatuses(id)).sending ?? 0) === 0);
+      let sent = 0;
+      for (const c of contacts) sent += (await sendsTo(c.phone)).length;
+      await new Promise((r) => setTimeout(r, 500));
+      let later = 0;
+      for (const c of contacts) later += (await sendsTo(c.phone)).length;
+      expect(later).toBe(sent);
+      expect(sent).toBeLessThan(40);
+      const event = (await eventsOf(t.deps, tenant.id, 'campaign.failed'))[0];
+      expect(event.data).toMatchObject({ id, status: 'FAILED', reason: expect.stringMatching(/disabled/i) });
     } finally {
       await workers.stop();
     }
