@@ -3,6 +3,7 @@ import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { sql } from 'kysely';
 import type { Deps } from './deps.ts';
 import { AppError, validationError } from './http/errors.ts';
+import { handleClientError } from './http/client-error.ts';
 import { installErrorHandling, sendError } from './http/error-handler.ts';
 import { installPublicApiHooks } from './http/public-api.ts';
 import { installValidators } from './http/validation.ts';
@@ -29,6 +30,16 @@ export async function buildApp(deps: Deps): Promise<FastifyInstance> {
     logController: new LogController({ requestIdLogLabel: 'request_id', disableRequestLogging: true }),
     trustProxy: deps.config.trustProxy,
     bodyLimit: 1024 * 1024,
+    // A declared but unsent body (or headers) cannot hold a socket: the request is answered 408 and closed.
+    requestTimeout: deps.config.httpRequestTimeoutMs,
+    keepAliveTimeout: deps.config.httpKeepAliveTimeoutMs,
+    http: {
+      headersTimeout: deps.config.httpHeadersTimeoutMs,
+      // Node checks the two timeouts above on this period (30 s by default, which would stretch them).
+      connectionsCheckingInterval: Math.max(50, Math.min(1000, Math.floor(deps.config.httpHeadersTimeoutMs / 4))),
+    },
+    // What the HTTP parser rejects before routing: the envelope with an X-Request-Id too.
+    clientErrorHandler: handleClientError,
     // Our own 503 below, in the envelope (Fastify's would not be).
     return503OnClosing: false,
     // URLs the router rejects before any route or hook runs: answer them with the envelope too.

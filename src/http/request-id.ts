@@ -7,7 +7,11 @@ const CALLER_ID = /^[\x21-\x7e]{1,128}$/;
 export function requestIdFor(req: IncomingMessage): string {
   const given = req.headers['x-request-id'];
   if (typeof given === 'string' && CALLER_ID.test(given)) return given;
-  // randomUUID draws from a cached entropy pool; its first 12 hex digits are random.
+  return newRequestId();
+}
+
+/** `req_<12-hex>`: randomUUID draws from a cached entropy pool; its first 12 hex digits are random. */
+export function newRequestId(): string {
   const uuid = randomUUID();
   return `req_${uuid.slice(0, 8)}${uuid.slice(9, 13)}`;
 }
