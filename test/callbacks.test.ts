@@ -142,7 +142,7 @@ describe.skipIf(!hasPostgres)('upstream callbacks: /upstream/webhook', () => {
     const r = await sandboxControl(t.sandbox!, 'POST', '/__sandbox/inbound', { to_phone_number_id: tenant.phoneNumberId, from: phone, text: 'hello there' });
     expect(r.status).toBe(200);
     const received = await eventually(async () => (await eventsOf(t.deps, tenant.id, 'message.received'))[0]);
-    expect(received.data).toEqual({ message_id: r.json.message_id, from: phone, contact_id: contact.id, type: 'text', text: 'hello there', timestamp: expect.any(String) });
+    expect(received.data).toEqual({ message_id: r.json.message_id, from: phone, from_user_id: null, contact_id: contact.id, type: 'text', text: 'hello there', timestamp: expect.any(String) });
     const comms = await eventsOf(t.deps, tenant.id, 'contact.communication_added');
     expect(comms.map((c) => c.data)).toEqual([expect.objectContaining({ contact_id: contact.id, direction: 'inbound', message_id: r.json.message_id })]);
 
@@ -168,7 +168,7 @@ describe.skipIf(!hasPostgres)('upstream callbacks: /upstream/webhook', () => {
     const contact = (await call(t.app, tenant, 'POST', '/contacts', { first_name: 'Flo', phone })).json();
     const r = await sandboxControl(t.sandbox!, 'POST', '/__sandbox/inbound', { to_phone_number_id: tenant.phoneNumberId, from: phone, flow_response: { flow_token: 'FT-1', cpf: '123', consent: true } });
     const flow = await eventually(async () => (await eventsOf(t.deps, tenant.id, 'flow.submission_received'))[0]);
-    expect(flow.data).toEqual({ message_id: r.json.message_id, from: phone, contact_id: contact.id, flow_token: 'FT-1', response: { cpf: '123', consent: true } });
+    expect(flow.data).toEqual({ message_id: r.json.message_id, from: phone, from_user_id: null, contact_id: contact.id, flow_token: 'FT-1', response: { cpf: '123', consent: true } });
     const received = (await eventsOf(t.deps, tenant.id, 'message.received'))[0];
     expect(received.data).toMatchObject({ type: 'interactive' });
   });

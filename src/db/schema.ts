@@ -223,6 +223,8 @@ export interface InboundMessagesTable {
   tenant_id: string;
   upstream_message_id: string;
   from_phone: string | null;
+  /** The sender's business-scoped user id (BSUID), when the upstream gave one. */
+  from_user_id: string | null;
   contact_id: string | null;
   type: string;
   text: string | null;

@@ -73,16 +73,22 @@ export function bindPhoneNumber(state: SandboxState, body: unknown): Reply {
 
 /**
  * `POST /__sandbox/inbound`: a user writes to the business. Sent even when status callbacks are
- * switched off, since a test asked for it explicitly.
+ * switched off, since a test asked for it explicitly. A user with a WhatsApp username may write
+ * without a phone number: give `from_user_id` (a business-scoped user id such as
+ * `US.13491208655302741918`, optionally with `username`) and leave `from` out.
  */
 export function inbound(state: SandboxState, body: unknown): Reply {
-  if (!isObject(body) || typeof body.to_phone_number_id !== 'string' || typeof body.from !== 'string') return bad('to_phone_number_id and from are required');
+  if (!isObject(body) || typeof body.to_phone_number_id !== 'string') return bad('to_phone_number_id is required');
+  if (typeof body.from !== 'string' && typeof body.from_user_id !== 'string') return bad('from or from_user_id is required');
+  if (body.username !== undefined && typeof body.username !== 'string') return bad('username must be a string');
   const hasText = typeof body.text === 'string';
   if (!hasText && !isObject(body.flow_response)) return bad('text or flow_response is required');
   if (!state.config.callback_url) return { status: 409, body: { error: { message: 'no callback_url is configured' } } };
-  const from = digitsOf(body.from);
+  const from = typeof body.from === 'string' ? digitsOf(body.from) : undefined;
+  const userId = typeof body.from_user_id === 'string' ? body.from_user_id : undefined;
   const messageId = newWamid();
-  const message: Obj = { from, id: messageId, timestamp: String(Math.floor(Date.now() / 1000)) };
+  const message: Obj = { from, from_user_id: userId, id: messageId, timestamp: String(Math.floor(Date.now() / 1000)) };
+  const contact: Obj = { profile: { name: typeof body.name === 'string' ? body.name : 'Sandbox User' }, wa_id: from, user_id: userId, username: body.username };
   if (typeof body.context_message_id === 'string') message.context = { from: displayPhoneNumber(body.to_phone_number_id), id: body.context_message_id };
   if (hasText) {
     message.type = 'text';
@@ -102,7 +108,7 @@ export function inbound(state: SandboxState, body: unknown): Reply {
         value: {
           messaging_product: 'whatsapp',
           metadata: { display_phone_number: displayPhoneNumber(body.to_phone_number_id), phone_number_id: body.to_phone_number_id },
-          contacts: [{ profile: { name: typeof body.name === 'string' ? body.name : 'Sandbox User' }, wa_id: from }],
+          contacts: [contact],
           messages: [message],
         },
       }],

@@ -17,13 +17,16 @@ interface ChangeValue extends TemplateStatusUpdate {
   metadata?: { phone_number_id?: string };
   statuses?: RawStatus[];
   messages?: RawInbound[];
+  contacts?: RawContact[];
 }
+/** A sender as `value.contacts[]` names it: phone (`wa_id`) and/or business-scoped user id. */
+interface RawContact { wa_id?: string; user_id?: string }
 interface RawStatus {
   id?: string; status?: string; timestamp?: string; recipient_id?: string; biz_opaque_callback_data?: string;
   errors?: { code?: number; title?: string; message?: string }[];
 }
 interface RawInbound {
-  id?: string; from?: string; timestamp?: string; type?: string;
+  id?: string; from?: string; from_user_id?: string; timestamp?: string; type?: string;
   text?: { body?: string };
   button?: { text?: string; payload?: string };
   interactive?: { type?: string; button_reply?: { title?: string }; list_reply?: { title?: string }; nfm_reply?: { name?: string; body?: string; response_json?: string } };
@@ -33,6 +36,8 @@ interface RawInbound {
 interface InboundMessage {
   upstreamMessageId: string;
   from: string | null;
+  /** Business-scoped user id (BSUID): users with a username may write without a phone number. */
+  fromUserId: string | null;
   type: string;
   text: string | null;
   timestamp: Date;
@@ -94,7 +99,11 @@ function parseFlowResponse(json: string | undefined): { flowToken: string | null
   return { flowToken: typeof token === 'string' ? token : null, response };
 }
 
-function toInbound(raw: RawInbound): InboundMessage | null {
+/**
+ * The message's sender as the upstream names them. `from` (phone) may be absent for users with a
+ * username; `from_user_id` (or the matching `contacts[].user_id`) then names them.
+ */
+function toInbound(raw: RawInbound, contacts: Partial<RawContact>[]): InboundMessage | null {
   const m = storable(raw);
   const id = text(m.id);
   if (!id || id.length > MAX_UPSTREAM_ID) return null;
@@ -104,9 +113,12 @@ function toInbound(raw: RawInbound): InboundMessage | null {
   const body = text(record(m.text).body) ?? text(record(m.button).text) ?? text(record(interactive.button_reply).title) ?? text(record(interactive.list_reply).title)
     ?? text(nfm?.body) ?? text(record(m.image).caption) ?? text(record(m.video).caption) ?? text(record(m.document).caption) ?? null;
   const from = text(m.from);
+  const contact = contacts.find((c) => from !== undefined && text(c.wa_id) === from.replace(/^\+/, '')) ?? (contacts.length === 1 ? contacts[0] : undefined);
+  const userId = text(m.from_user_id) ?? text(contact?.user_id);
   return {
     upstreamMessageId: id,
     from: from ? (from.startsWith('+') ? from : `+${from}`) : null,
+    fromUserId: userId && userId.length <= MAX_UPSTREAM_ID ? userId : null,
     type,
     text: body,
     timestamp: toDate(text(m.timestamp)),
@@ -175,8 +187,9 @@ export class CallbacksService {
           const update = toStatusUpdate(s);
           if (update) batch.statuses.push(update);
         }
+        const contacts = list(value.contacts).map((c) => storable(record(c)));
         for (const m of list(value.messages).map(record)) {
-          const inbound = toInbound(m);
+          const inbound = toInbound(m, contacts);
           if (inbound) batch.inbound.push(inbound);
         }
         byPhoneNumber.set(phoneNumberId, batch);
@@ -206,17 +219,29 @@ export class CallbacksService {
     return { statuses, inbound, templates, ignored };
   }
 
-  /** Inserts inbound messages once (unique upstream id) and emits events only for the new ones. */
+  /**
+   * Inserts inbound messages once (unique upstream id) and emits events only for the new ones. A
+   * sender is matched to a contact by phone; a sender known only by user id, by the phone an
+   * earlier message of that user id came with.
+   */
   private async recordInbound(tx: Tx, tenantId: string, messages: InboundMessage[]): Promise<number> {
-    const phones = [...new Set(messages.flatMap((m) => (m.from ? [m.from] : [])))];
+    const userIds = [...new Set(messages.flatMap((m) => (!m.from && m.fromUserId ? [m.fromUserId] : [])))];
+    const known = userIds.length === 0 ? [] : await tx.selectFrom('inbound_messages').select(['from_user_id', 'from_phone'])
+      .distinctOn('from_user_id').where('tenant_id', '=', tenantId).where('from_user_id', 'in', userIds).where('from_phone', 'is not', null)
+      .orderBy('from_user_id').orderBy('received_at', 'desc').execute();
+    const phoneOfUser = new Map(known.map((k) => [k.from_user_id!, k.from_phone!]));
+    for (const m of messages) if (m.from && m.fromUserId) phoneOfUser.set(m.fromUserId, m.from); // the same batch counts too
+    const phoneOf = (m: InboundMessage) => m.from ?? (m.fromUserId ? phoneOfUser.get(m.fromUserId) ?? null : null);
+    const phones = [...new Set(messages.flatMap((m) => { const phone = phoneOf(m); return phone ? [phone] : []; }))];
     const contacts = phones.length === 0 ? [] : await tx.selectFrom('contacts').select(['id', 'phone'])
       .where('tenant_id', '=', tenantId).where('phone', 'in', phones).where('deleted_at', 'is', null).execute();
     const contactByPhone = new Map(contacts.map((c) => [c.phone, c.id]));
+    const contactOf = (m: InboundMessage) => { const phone = phoneOf(m); return phone ? contactByPhone.get(phone) ?? null : null; };
     const unique = [...new Map(messages.map((m) => [m.upstreamMessageId, m])).values()];
     const inserted = await tx.insertInto('inbound_messages')
       .values(unique.map((m) => ({
-        id: randomUUID(), tenant_id: tenantId, upstream_message_id: m.upstreamMessageId, from_phone: m.from,
-        contact_id: m.from ? contactByPhone.get(m.from) ?? null : null, type: m.type, text: m.text, payload: JSON.stringify(m.raw), received_at: m.timestamp,
+        id: randomUUID(), tenant_id: tenantId, upstream_message_id: m.upstreamMessageId, from_phone: m.from, from_user_id: m.fromUserId,
+        contact_id: contactOf(m), type: m.type, text: m.text, payload: JSON.stringify(m.raw), received_at: m.timestamp,
       })))
       .onConflict((oc) => oc.columns(['tenant_id', 'upstream_message_id']).doNothing())
       .returning('upstream_message_id').execute();
@@ -224,10 +249,14 @@ export class CallbacksService {
     const events: NewEvent[] = [];
     for (const m of unique) {
       if (!fresh.has(m.upstreamMessageId)) continue;
-      const contactId = m.from ? contactByPhone.get(m.from) ?? null : null;
-      events.push({ type: 'message.received', data: { message_id: m.upstreamMessageId, from: m.from, contact_id: contactId, type: m.type, text: m.text, timestamp: m.timestamp.toISOString() } });
+      const contactId = contactOf(m);
+      events.push({ type: 'message.received', data: {
+        message_id: m.upstreamMessageId, from: m.from, from_user_id: m.fromUserId, contact_id: contactId, type: m.type, text: m.text, timestamp: m.timestamp.toISOString(),
+      } });
       if (m.flow) {
-        events.push({ type: 'flow.submission_received', data: { message_id: m.upstreamMessageId, from: m.from, contact_id: contactId, flow_token: m.flow.flowToken, response: m.flow.response } });
+        events.push({ type: 'flow.submission_received', data: {
+          message_id: m.upstreamMessageId, from: m.from, from_user_id: m.fromUserId, contact_id: contactId, flow_token: m.flow.flowToken, response: m.flow.response,
+        } });
       }
       if (contactId) await addCommunication(tx, tenantId, { contactId, direction: 'inbound', messageId: m.upstreamMessageId, summary: m.text ? m.text.slice(0, 500) : `[${m.type}]` });
     }
