@@ -1,11 +1,13 @@
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
+import type { Redis } from 'ioredis';
 import { sql } from 'kysely';
 import type { Deps } from './deps.ts';
 import { AppError, validationError } from './http/errors.ts';
 import { handleClientError } from './http/client-error.ts';
 import { installErrorHandling, sendError } from './http/error-handler.ts';
 import { installPublicApiHooks } from './http/public-api.ts';
+import { TIMED_OUT, withDeadline } from './http/rate-limit.ts';
 import { installValidators } from './http/validation.ts';
 import { requestIdFor } from './http/request-id.ts';
 import { MAX_JSON_DEPTH, assertStorableText, nestsDeeperThan } from './http/storable-text.ts';
@@ -100,8 +102,10 @@ export async function buildApp(deps: Deps): Promise<FastifyInstance> {
 
   app.get('/healthz', async () => ({ status: 'ok' }));
   app.get('/readyz', async (_req, reply) => {
-    const database = await sql`SELECT 1`.execute(deps.db).then(() => 'ok', () => 'unavailable');
-    const redis = !deps.redis ? 'not_configured' : await deps.redis.ping().then(() => 'ok', () => 'unavailable');
+    const [database, redis] = await Promise.all([
+      sql`SELECT 1`.execute(deps.db).then(() => 'ok', () => 'unavailable'),
+      deps.redis ? redisHealth(deps.redis) : 'not_configured',
+    ]);
     return reply.code(database === 'ok' ? 200 : 503).send({ status: database === 'ok' ? 'ready' : 'not_ready', database, redis });
   });
 
@@ -130,4 +134,16 @@ export async function buildApp(deps: Deps): Promise<FastifyInstance> {
   });
 
   return base;
+}
+
+/**
+ * Redis holds only rate-limit counters and the service serves without it, so it never fails
+ * readiness, and a hung Redis (stopped, partitioned) must not slow the probe either: a ping not
+ * answered within 100 ms reports it degraded.
+ */
+async function redisHealth(redis: Redis): Promise<'ok' | 'degraded' | 'unavailable'> {
+  if (redis.status !== 'ready') return 'unavailable';
+  const pong = await withDeadline(redis.ping(), 100).catch(() => null);
+  if (pong === TIMED_OUT) return 'degraded';
+  return pong === 'PONG' ? 'ok' : 'unavailable';
 }

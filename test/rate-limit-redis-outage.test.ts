@@ -1,30 +1,9 @@
-import { spawn, type ChildProcess } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { call, createTenant, eventually, hasPostgres, startTestApp, type TestApp } from './helpers/app.ts';
 import { RATE_LIMIT_HEADERS } from './helpers/expect.ts';
 import { freePort } from './helpers/process.ts';
-
-/** A private redis-server this test may kill; the shared one stays untouched. */
-async function startRedis(port: number): Promise<ChildProcess> {
-  const child = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--daemonize', 'no'], { stdio: ['ignore', 'pipe', 'pipe'] });
-  await new Promise<void>((resolve, reject) => {
-    let out = '';
-    const timer = setTimeout(() => reject(new Error(`redis-server did not start: ${out}`)), 5000);
-    child.stdout!.on('data', (chunk) => {
-      out += chunk;
-      if (/Ready to accept connections/i.test(out)) { clearTimeout(timer); resolve(); }
-    });
-    child.once('exit', (code) => { clearTimeout(timer); reject(new Error(`redis-server exited with ${code}: ${out}`)); });
-  });
-  return child;
-}
-
-async function stopRedis(child: ChildProcess | undefined) {
-  if (!child || child.exitCode !== null || child.signalCode !== null) return;
-  const exited = new Promise((r) => child.once('exit', r));
-  child.kill('SIGKILL');
-  await exited;
-}
+import { hasRedisServer, startRedis, stopRedis } from './helpers/redis-server.ts';
 
 /**
  * Waits until responses carry the rate-limit headers again, then checks that consecutive requests
@@ -61,12 +40,6 @@ async function uncountedDurations(app: TestApp['app'], tenant: Awaited<ReturnTyp
   }
   return durations;
 }
-
-const hasRedisServer = await new Promise<boolean>((resolve) => {
-  const probe = spawn('redis-server', ['--version']);
-  probe.once('error', () => resolve(false));
-  probe.once('exit', (code) => resolve(code === 0));
-});
 
 describe.skipIf(!hasPostgres || !hasRedisServer)('rate limits when Redis becomes unreachable (spec section 8)', () => {
   let port: number;
