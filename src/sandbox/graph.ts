@@ -56,6 +56,42 @@ function headerMedia(components: unknown): HeaderMedia | null {
   return { type: param.type, id: typeof value.id === 'string' ? value.id : undefined, link: typeof value.id === 'string' ? undefined : value.link as string };
 }
 
+/** Fields a template read may ask for; Graph refuses others. Those the sandbox does not keep are left out of answers. */
+const TEMPLATE_FIELDS = new Set([
+  'id', 'name', 'language', 'status', 'category', 'components', 'parameter_format', 'rejected_reason', 'quality_score',
+  'previous_category', 'sub_category', 'message_send_ttl_seconds', 'correct_category', 'library_template_name',
+]);
+
+/** The `fields` of a read (id always included), null for the default set, or the first unknown field's name. */
+function requestedFields(query: URLSearchParams): string[] | null | string {
+  const raw = query.get('fields');
+  if (raw === null || raw.trim() === '') return null;
+  const fields = raw.split(',').map((f) => f.trim()).filter((f) => f !== '');
+  const unknown = fields.find((f) => !TEMPLATE_FIELDS.has(f));
+  return unknown ?? ['id', ...fields.filter((f) => f !== 'id')];
+}
+
+function unknownField(field: string): GraphErrorReply {
+  return graphError(100, { title: `Tried accessing nonexisting field (${field}) on node type (WhatsAppBusinessHSM)` });
+}
+
+function pick(json: Obj, fields: string[] | null): Obj {
+  if (!fields) return json;
+  const withQuality: Obj = { ...json, quality_score: { score: 'UNKNOWN' } };
+  return Object.fromEntries(fields.filter((f) => withQuality[f] !== undefined).map((f) => [f, withQuality[f]]));
+}
+
+/** The lower-cased text of a template's components, for the content filters. */
+function contentOf(components: unknown[]): string {
+  const texts: string[] = [];
+  for (const component of components) {
+    if (!isObject(component)) continue;
+    if (typeof component.text === 'string') texts.push(component.text);
+    if (Array.isArray(component.buttons)) for (const b of component.buttons) if (isObject(b) && typeof b.text === 'string') texts.push(b.text);
+  }
+  return texts.join('\n').toLowerCase();
+}
+
 function isWebUrl(link: string): boolean {
   try {
     const url = new URL(link);
@@ -213,17 +249,27 @@ export class GraphHandlers {
     return { status: 200, body: { id: template.id, status: template.status, category: template.category } };
   }
 
+  /**
+   * GET /{waba}/message_templates with Graph's filters: exact `name`, `status`, `language`,
+   * `category`; `content` (text of the components) and `name_or_content` as case-insensitive
+   * substrings; `fields` picks the fields of each template.
+   */
   listTemplates(wabaId: string, query: URLSearchParams, selfUrl: string): Reply {
+    const fields = requestedFields(query);
+    if (typeof fields === 'string') return fromError(unknownField(fields));
     const filters = ['name', 'status', 'language', 'category'] as const;
+    const content = query.get('content')?.toLowerCase();
+    const nameOrContent = query.get('name_or_content')?.toLowerCase();
     const all = this.state.templates.list(wabaId).filter((t) => filters.every((f) => {
       const wanted = query.get(f);
       return !wanted || templateJson(t)[f] === (f === 'status' || f === 'category' ? wanted.toUpperCase() : wanted);
-    }));
+    }) && (!content || contentOf(t.components).includes(content))
+      && (!nameOrContent || t.name.toLowerCase().includes(nameOrContent) || contentOf(t.components).includes(nameOrContent)));
     const limit = Math.min(Math.max(Number(query.get('limit')) || 25, 1), 1000);
     const after = query.get('after');
     const start = after ? Number(Buffer.from(after, 'base64url').toString()) || 0 : 0;
     const page = all.slice(start, start + limit);
-    const body: Obj = { data: page.map(templateJson) };
+    const body: Obj = { data: page.map((t) => pick(templateJson(t), fields)) };
     if (page.length > 0) {
       const cursors = {
         before: Buffer.from(String(start)).toString('base64url'),
@@ -240,10 +286,14 @@ export class GraphHandlers {
     return { status: 200, body };
   }
 
-  /** GET /{id}: a template, or an uploaded media object. */
-  getObject(id: string): Reply {
+  /** GET /{id}: a template (its `fields` when asked), or an uploaded media object. */
+  getObject(id: string, query: URLSearchParams = new URLSearchParams()): Reply {
     const template = this.state.templates.get(id);
-    if (template) return { status: 200, body: templateJson(template) };
+    if (template) {
+      const fields = requestedFields(query);
+      if (typeof fields === 'string') return fromError(unknownField(fields));
+      return { status: 200, body: pick(templateJson(template), fields) };
+    }
     const media = this.state.media.get(id);
     if (media) {
       return {

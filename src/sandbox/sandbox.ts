@@ -127,17 +127,20 @@ export async function createSandbox(options: SandboxOptions): Promise<Sandbox> {
 
   /** Reads what the Graph route needs from the request; the returned step does the work. */
   async function graphRoute(req: IncomingMessage, path: string, query: URLSearchParams): Promise<() => Reply | Promise<Reply>> {
+    // Graph serves a path without a version as the oldest version the app may still call; the
+    // sandbox behaves the same under every version, so such a path is simply served.
     const parts = path.split('/');
-    if (parts.length < 3 || parts.length > 4 || !VERSION.test(parts[1]) || parts[2] === '') {
+    if (parts.length > 1 && VERSION.test(parts[1])) parts.splice(1, 1);
+    if (parts.length < 2 || parts.length > 3 || parts[1] === '') {
       return () => graphError(2500, { title: `Unknown path components: ${path}` });
     }
     const auth = req.headers.authorization;
     if (!auth || !/^Bearer\s+\S+/i.test(auth)) return missingTokenError;
     let id: string;
-    try { id = decodeURIComponent(parts[2]); } catch { return () => graphError(2500, { title: `Unknown path components: ${path}` }); }
-    const edge = parts[3];
+    try { id = decodeURIComponent(parts[1]); } catch { return () => graphError(2500, { title: `Unknown path components: ${path}` }); }
+    const edge = parts[2];
     const route = `${req.method} ${edge ?? ''}`;
-    if (route === 'GET ') return () => graph.getObject(id);
+    if (route === 'GET ') return () => graph.getObject(id, query);
     if (route === 'GET message_templates') return () => graph.listTemplates(id, query, `http://${req.headers.host ?? '127.0.0.1'}${req.url}`);
     if (route === 'POST messages' || route === 'POST message_templates') {
       const raw = await readBody(req, JSON_LIMIT);

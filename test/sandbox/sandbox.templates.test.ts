@@ -207,6 +207,47 @@ describe('sandbox: templates, review and status callbacks', () => {
     await eventually(async () => (await http('GET', `${sandbox.baseUrl}/${waba}/message_templates?status=APPROVED`)).body.data.length === 3);
   });
 
+  it('template reads honour fields, content and name_or_content', async () => {
+    const waba = uniqueId();
+    const shipped = uniqueName('shipped');
+    const promo = uniqueName('promo');
+    await create(shipped, { components: [{ type: 'BODY', text: 'Your parcel {{1}} is on its way.', example: { body_text: [['A-1']] } }] }, waba);
+    const promoId = (await create(promo, { components: [{ type: 'BODY', text: 'Summer sale: everything half price.' }] }, waba)).body.id;
+    const list = (q: string) => http('GET', `${sandbox.baseUrl}/${waba}/message_templates?${q}`);
+
+    const picked = await list('fields=name,status');
+    expect(picked.body.data).toEqual([{ id: expect.any(String), name: shipped, status: expect.any(String) }, { id: promoId, name: promo, status: expect.any(String) }]);
+    expect((await list('fields=name,quality_score&name=' + promo)).body.data).toEqual([{ id: promoId, name: promo, quality_score: { score: 'UNKNOWN' } }]);
+    const unknown = await list('fields=name,favourite_colour');
+    expect(unknown.status).toBe(400);
+    expect(unknown.body.error).toMatchObject({ code: 100, message: '(#100) Tried accessing nonexisting field (favourite_colour) on node type (WhatsAppBusinessHSM)' });
+
+    expect((await list('name_or_content=PARCEL')).body.data.map((t: any) => t.name)).toEqual([shipped]);
+    expect((await list(`name_or_content=${promo.slice(0, 8)}`)).body.data.map((t: any) => t.name)).toEqual([promo]);
+    expect((await list('content=half price')).body.data.map((t: any) => t.name)).toEqual([promo]);
+    expect((await list('content=' + promo)).body.data).toEqual([]); // content is the text, not the name
+
+    expect((await http('GET', `${sandbox.baseUrl}/${promoId}?fields=category,components`)).body).toEqual({
+      id: promoId, category: 'MARKETING', components: [{ type: 'BODY', text: 'Summer sale: everything half price.' }],
+    });
+  });
+
+  it('serves Graph paths without a version, as Graph serves its oldest supported one', async () => {
+    const name = uniqueName('unversioned');
+    const created = await http('POST', `${sandbox.url}/${wabaId}/message_templates`, { name, language: 'en_US', category: 'UTILITY', components: [HI_BODY] });
+    expect(created.status).toBe(200);
+    expect((await http('GET', `${sandbox.url}/${created.body.id}`)).body.name).toBe(name);
+    expect((await http('GET', `${sandbox.url}/${wabaId}/message_templates?name=${name}`)).body.data).toHaveLength(1);
+    await review(name, 'APPROVED');
+    const sent = await http('POST', `${sandbox.url}/${phoneId}/messages`, {
+      messaging_product: 'whatsapp', to: uniquePhone(), type: 'template',
+      template: { name, language: { code: 'en_US' }, components: [{ type: 'body', parameters: [{ type: 'text', text: 'Ada' }] }] },
+    });
+    expect(sent.status).toBe(200);
+    expect((await http('GET', `${sandbox.url}/${wabaId}/unknown_edge`)).body.error.code).toBe(2500);
+    expect((await http('GET', `${sandbox.url}/`)).body.error.code).toBe(2500);
+  });
+
   it('learns which WABA a phone number sends for, even when tenants share template names', async () => {
     const name = uniqueName('shared');
     const [wabaA, wabaB, phoneA, phoneB] = [uniqueId(), uniqueId(), uniqueId(), uniqueId()];
