@@ -1,7 +1,7 @@
 import type { AddressInfo } from 'node:net';
 import { Client } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { adminHeaders, API, call, createTenant, eventually, hasPostgres, startTestApp, uniquePhone, type TestApp, type TestTenant } from './helpers/app.ts';
+import { adminHeaders, API, call, createTenant, eventually, hasPostgres, removeTempDir, startTestApp, uniquePhone, type TestApp, type TestTenant } from './helpers/app.ts';
 import { expectError } from './helpers/expect.ts';
 
 const REQ_ID = /^req_[0-9a-f]{12}$/;
@@ -185,15 +185,20 @@ describe.skipIf(!hasPostgres)('error envelope and request ids (spec section 7)',
 
   it('the database going away mid-run is a 500 INTERNAL_ERROR envelope, not a crash or a hang', async () => {
     const broken = await startTestApp();
-    const victim = await createTenant(broken.app);
-    await broken.deps.database.close();
-    const res = await broken.app.inject({ method: 'GET', url: `${API}/contacts`, headers: victim.headers });
-    expectError(res, 500, 'INTERNAL_ERROR');
-    expect(res.body).not.toMatch(/stack|Pool|pg/);
-    const ready = await broken.app.inject({ method: 'GET', url: '/readyz' });
-    expect(ready.statusCode).toBe(503);
-    expect(ready.json()).toMatchObject({ status: 'not_ready', database: 'unavailable' });
-    await broken.app.close();
-    broken.deps.redis?.disconnect();
+    try {
+      const victim = await createTenant(broken.app);
+      await broken.deps.database.close();
+      const res = await broken.app.inject({ method: 'GET', url: `${API}/contacts`, headers: victim.headers });
+      expectError(res, 500, 'INTERNAL_ERROR');
+      expect(res.body).not.toMatch(/stack|Pool|pg/);
+      const ready = await broken.app.inject({ method: 'GET', url: '/readyz' });
+      expect(ready.statusCode).toBe(503);
+      expect(ready.json()).toMatchObject({ status: 'not_ready', database: 'unavailable' });
+    } finally {
+      // Not broken.close(): its database is closed already.
+      await broken.app.close();
+      broken.deps.redis?.disconnect();
+      removeTempDir(broken.config.dataDir);
+    }
   });
 });

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { call, createTenant, eventually, hasPostgres, startTestApp, uniquePhone, type TestApp, type TestTenant } from './helpers/app.ts';
+import { call, createTenant, eventually, hasPostgres, makeTempDir, removeTempDir, startTestApp, uniquePhone, type TestApp, type TestTenant } from './helpers/app.ts';
 import { expectError } from './helpers/expect.ts';
 
 describe.skipIf(!hasPostgres)('Idempotency-Key (ARCHITECTURE section 4)', () => {
@@ -133,25 +133,30 @@ describe.skipIf(!hasPostgres)('Idempotency-Key (ARCHITECTURE section 4)', () => 
   });
 
   it('a key survives a restart: a new app on the same database replays it', async () => {
-    const first = await startTestApp();
-    const tenant = await createTenant(first.app);
-    const key = crypto.randomUUID();
-    const body = { first_name: 'Durable', phone: uniquePhone() };
-    const original = await post(first, tenant, key, body);
-    expect(original.statusCode).toBe(201);
-    await first.close();
-
     // A restarted process keeps its data directory (and so its secrets key): kept responses are encrypted.
-    const second = await startTestApp({ DATA_DIR: first.config.dataDir });
+    const dataDir = makeTempDir();
     try {
-      const replay = await post(second, tenant, key, body);
-      expect(replay.statusCode).toBe(201);
-      expect(replay.headers['idempotent-replayed']).toBe('true');
-      expect(replay.body).toBe(original.body);
+      const first = await startTestApp({ DATA_DIR: dataDir });
+      const tenant = await createTenant(first.app);
+      const key = crypto.randomUUID();
+      const body = { first_name: 'Durable', phone: uniquePhone() };
+      const original = await post(first, tenant, key, body);
+      expect(original.statusCode).toBe(201);
+      await first.close();
+
+      const second = await startTestApp({ DATA_DIR: dataDir });
+      try {
+        const replay = await post(second, tenant, key, body);
+        expect(replay.statusCode).toBe(201);
+        expect(replay.headers['idempotent-replayed']).toBe('true');
+        expect(replay.body).toBe(original.body);
+      } finally {
+        await second.close();
+      }
+      expect(await contactsOf(tenant)).toHaveLength(1);
     } finally {
-      await second.close();
+      removeTempDir(dataDir);
     }
-    expect(await contactsOf(tenant)).toHaveLength(1);
   });
 
   it('keys are per tenant: the same key in two tenants is independent', async () => {

@@ -1,9 +1,6 @@
-import { mkdtempSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import pg from 'pg';
 import { afterAll, describe, expect, it } from 'vitest';
-import { hasPostgres, hasRedis } from './helpers/app.ts';
+import { hasPostgres, hasRedis, makeTempDir, removeTempDir } from './helpers/app.ts';
 import { freePort, startServer, stopServer, waitForHttp, type ServerProcess } from './helpers/process.ts';
 
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
@@ -13,12 +10,17 @@ const SECRETS_KEY = 'a'.repeat(64);
 
 describe.skipIf(!hasPostgres)('server process against PostgreSQL', () => {
   let server: ServerProcess | undefined;
-  afterAll(async () => { await stopServer(server); });
+  const dirs: string[] = [];
+  const dataDir = (prefix: string) => { const dir = makeTempDir(prefix); dirs.push(dir); return dir; };
+  afterAll(async () => {
+    await stopServer(server);
+    for (const dir of dirs) removeTempDir(dir);
+  });
 
   it('SIGTERM stops accepting, finishes the in-flight request, closes pools and exits 0', { timeout: 60_000 }, async () => {
     const port = await freePort();
     server = startServer({
-      PORT: String(port), HOST: '127.0.0.1', DATA_DIR: mkdtempSync(join(tmpdir(), 'msvc-life-')), DATABASE_URL: process.env.DATABASE_URL!,
+      PORT: String(port), HOST: '127.0.0.1', DATA_DIR: dataDir('msvc-life-'), DATABASE_URL: process.env.DATABASE_URL!,
       ...(hasRedis ? { REDIS_URL: process.env.REDIS_URL! } : {}), ADMIN_TOKEN: ADMIN, SECRETS_KEY, SEED_DEMO: 'false', LOG_LEVEL: 'warn',
     });
     const base = `http://127.0.0.1:${port}`;
@@ -69,7 +71,7 @@ describe.skipIf(!hasPostgres)('server process against PostgreSQL', () => {
 
   it('ROLE=worker runs without a listener and exits 0 on SIGTERM', { timeout: 30_000 }, async () => {
     const port = await freePort();
-    server = startServer({ ROLE: 'worker', PORT: String(port), DATA_DIR: mkdtempSync(join(tmpdir(), 'msvc-worker-')), DATABASE_URL: process.env.DATABASE_URL!, ADMIN_TOKEN: ADMIN, SECRETS_KEY, SEED_DEMO: 'false', LOG_LEVEL: 'info' });
+    server = startServer({ ROLE: 'worker', PORT: String(port), DATA_DIR: dataDir('msvc-worker-'), DATABASE_URL: process.env.DATABASE_URL!, ADMIN_TOKEN: ADMIN, SECRETS_KEY, SEED_DEMO: 'false', LOG_LEVEL: 'info' });
     await server.waitForOutput(/workers started/);
     await new Promise((r) => setTimeout(r, 300));
     expect(await fetch(`http://127.0.0.1:${port}/healthz`).then((r) => r.status, () => 'refused')).toBe('refused');
@@ -79,7 +81,7 @@ describe.skipIf(!hasPostgres)('server process against PostgreSQL', () => {
 
   it('an invalid ROLE or SECRETS_KEY is a clear configuration error', { timeout: 30_000 }, async () => {
     for (const [env, pattern] of [[{ ROLE: 'both' }, /ROLE/], [{ SECRETS_KEY: 'short' }, /SECRETS_KEY/]] as const) {
-      const bad = startServer({ PORT: String(await freePort()), DATA_DIR: mkdtempSync(join(tmpdir(), 'msvc-bad-')), DATABASE_URL: process.env.DATABASE_URL!, ADMIN_TOKEN: ADMIN, SECRETS_KEY, ...env });
+      const bad = startServer({ PORT: String(await freePort()), DATA_DIR: dataDir('msvc-bad-'), DATABASE_URL: process.env.DATABASE_URL!, ADMIN_TOKEN: ADMIN, SECRETS_KEY, ...env });
       const { code } = await bad.exited;
       expect(code).toBe(1);
       expect(bad.output()).toMatch(/configuration error/);

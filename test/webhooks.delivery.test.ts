@@ -1,7 +1,4 @@
 import { createHmac } from 'node:crypto';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { sql } from 'kysely';
 import pino from 'pino';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
@@ -12,7 +9,7 @@ import { WebhookSender } from '../src/modules/webhooks/webhooks.sender.ts';
 import { createWebhookDeliverer } from '../src/worker.ts';
 import { WebhookDeliverer } from '../src/workers/webhook-deliverer.ts';
 import { startLoops, type RunningLoops } from '../src/workers/loop.ts';
-import { call, createTenant, eventually, hasPostgres, startTestApp, uniquePhone, type TestApp, type TestTenant } from './helpers/app.ts';
+import { call, createTenant, eventually, hasPostgres, makeTempDir, removeTempDir, startTestApp, uniquePhone, type TestApp, type TestTenant } from './helpers/app.ts';
 import { startReceiver, type Receiver } from './helpers/https-receiver.ts';
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
@@ -22,11 +19,11 @@ const SPEC_RETRY_DELAYS_MS = [1 * MINUTE, 5 * MINUTE, 30 * MINUTE, 120 * MINUTE,
 
 /** The configuration with nothing set but a data directory (where generated development secrets go). */
 function defaultConfig() {
-  const dir = mkdtempSync(join(tmpdir(), 'msvc-test-'));
+  const dir = makeTempDir();
   try {
     return loadConfig({ DATA_DIR: dir });
   } finally {
-    rmSync(dir, { recursive: true, force: true });
+    removeTempDir(dir);
   }
 }
 

@@ -1,4 +1,4 @@
-import { mkdtempSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { FastifyInstance, LightMyRequestResponse } from 'fastify';
@@ -12,10 +12,23 @@ export const hasRedis = Boolean(process.env.REDIS_URL);
 export const API = '/api/v1/public';
 export const ADMIN_TOKEN = 'adm_test_token';
 
-/** The environment every test app starts from: real servers, quiet logs, no demo seed; `env` overrides it. */
+/** A fresh directory under the system's temporary directory: whoever makes one removes it (removeTempDir). */
+export function makeTempDir(prefix = 'msvc-test-'): string {
+  return mkdtempSync(join(tmpdir(), prefix));
+}
+
+export function removeTempDir(dir: string): void {
+  rmSync(dir, { recursive: true, force: true });
+}
+
+/**
+ * The environment every test app starts from: real servers, quiet logs, no demo seed; `env`
+ * overrides it. Without a DATA_DIR in `env` it makes a fresh one, which the caller removes (the
+ * test apps below do so on close).
+ */
 export function testEnv(env: Record<string, string | undefined> = {}): Record<string, string | undefined> {
   return {
-    DATA_DIR: mkdtempSync(join(tmpdir(), 'msvc-test-')),
+    DATA_DIR: env.DATA_DIR ?? makeTempDir(),
     ADMIN_TOKEN,
     SEED_DEMO: 'false',
     LOG_LEVEL: 'silent',
@@ -49,20 +62,34 @@ export async function startTestApp(env: Record<string, string | undefined> = {},
   logLevel?: string;
 } = {}): Promise<TestApp> {
   const config = loadConfig(testEnv(env));
+  // Our own data directory goes when the app does (one passed in belongs to the test).
+  const removeDataDir = () => { if (env.DATA_DIR === undefined) removeTempDir(config.dataDir); };
   const logger = options.logStream
     ? pino({ level: options.logLevel ?? 'error' }, options.logStream)
     : pino({ level: process.env.TEST_LOG_LEVEL ?? 'silent' });
-  const deps = await createDeps(config, logger);
-  const app = await buildApp(deps);
-  options.routes?.(app);
-  await app.ready();
-  return {
-    app, deps, config,
-    async close() {
-      await app.close();
-      await deps.close();
-    },
-  };
+  let deps: Deps | undefined;
+  try {
+    deps = await createDeps(config, logger);
+    const app = await buildApp(deps);
+    options.routes?.(app);
+    await app.ready();
+    const started = deps;
+    return {
+      app, deps, config,
+      async close() {
+        try {
+          await app.close();
+          await started.close();
+        } finally {
+          removeDataDir();
+        }
+      },
+    };
+  } catch (err) {
+    await deps?.close().catch(() => {});
+    removeDataDir();
+    throw err;
+  }
 }
 
 export const adminHeaders = { authorization: `Bearer ${ADMIN_TOKEN}` };

@@ -1,5 +1,5 @@
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, readFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { createServer, type Server } from 'node:https';
 import type { IncomingHttpHeaders, ServerResponse } from 'node:http';
 import { tmpdir } from 'node:os';
@@ -18,8 +18,8 @@ export interface ReceivedRequest {
  */
 export type Behaviour = number | 'hang' | 'flood' | 'nul';
 
-/** A self-signed certificate for 127.0.0.1 and localhost, generated with the openssl CLI. */
-export function makeCertificate(): { certFile: string; keyFile: string; cert: string; key: string } {
+/** A self-signed certificate for 127.0.0.1 and localhost, generated with the openssl CLI into `dir` (the caller removes it). */
+export function makeCertificate(): { dir: string; certFile: string; keyFile: string; cert: string; key: string } {
   const dir = mkdtempSync(join(tmpdir(), 'wh-cert-'));
   const certFile = join(dir, 'cert.pem');
   const keyFile = join(dir, 'key.pem');
@@ -28,7 +28,7 @@ export function makeCertificate(): { certFile: string; keyFile: string; cert: st
     '-subj', '/CN=localhost', '-addext', 'subjectAltName=IP:127.0.0.1,DNS:localhost',
     '-keyout', keyFile, '-out', certFile,
   ], { stdio: 'ignore' });
-  return { certFile, keyFile, cert: readFileSync(certFile, 'utf8'), key: readFileSync(keyFile, 'utf8') };
+  return { dir, certFile, keyFile, cert: readFileSync(certFile, 'utf8'), key: readFileSync(keyFile, 'utf8') };
 }
 
 /**
@@ -91,6 +91,7 @@ export async function startReceiver() {
       for (const res of hanging) res.destroy();
       server.closeAllConnections();
       await new Promise<void>((resolve) => server.close(() => resolve()));
+      rmSync(certificate.dir, { recursive: true, force: true });
     },
   };
 }

@@ -8,7 +8,7 @@ import { loadConfig, type Config } from '../../src/config.ts';
 import { createDeps, type Deps } from '../../src/deps.ts';
 import { signUpstreamBody } from '../../src/modules/callbacks/callbacks.signature.ts';
 import { createSandbox, type Sandbox } from '../../src/sandbox/sandbox.ts';
-import { adminHeaders, call, createTenant, eventually, testEnv, type TestTenant } from './app.ts';
+import { adminHeaders, call, createTenant, eventually, removeTempDir, testEnv, type TestTenant } from './app.ts';
 import { withExamples } from './template-examples.ts';
 
 export const APP_SECRET = 'test_app_secret';
@@ -30,20 +30,36 @@ export interface UpstreamTestApp {
  */
 export async function startUpstreamApp(env: Record<string, string | undefined> = {}, sandboxOptions: { reviewMs?: number } = {}): Promise<UpstreamTestApp> {
   const config = loadConfig(testEnv({ UPSTREAM_APP_SECRET: APP_SECRET, UPSTREAM_VERIFY_TOKEN: VERIFY_TOKEN, ...env }));
-  const sandbox = config.upstreamBaseUrl ? null : await createSandbox({ port: 0, appSecret: APP_SECRET, reviewMs: sandboxOptions.reviewMs ?? 50, statusFlushMs: 5 });
-  const deps = await createDeps(config, pino({ level: process.env.TEST_LOG_LEVEL ?? 'silent' }), { upstreamBaseUrl: sandbox?.baseUrl });
-  const app = await buildApp(deps);
-  await app.listen({ port: 0, host: '127.0.0.1' });
-  const url = `http://127.0.0.1:${(app.server.address() as AddressInfo).port}`;
-  if (sandbox) sandbox.state.config.callback_url = `${url}/upstream/webhook`;
-  return {
-    app, deps, config, sandbox, url,
-    async close() {
-      await sandbox?.close();
-      await app.close();
-      await deps.close();
-    },
-  };
+  // Our own data directory goes when the app does (one passed in belongs to the test).
+  const removeDataDir = () => { if (env.DATA_DIR === undefined) removeTempDir(config.dataDir); };
+  let sandbox: Sandbox | null = null;
+  let deps: Deps | undefined;
+  try {
+    sandbox = config.upstreamBaseUrl ? null : await createSandbox({ port: 0, appSecret: APP_SECRET, reviewMs: sandboxOptions.reviewMs ?? 50, statusFlushMs: 5 });
+    deps = await createDeps(config, pino({ level: process.env.TEST_LOG_LEVEL ?? 'silent' }), { upstreamBaseUrl: sandbox?.baseUrl });
+    const app = await buildApp(deps);
+    await app.listen({ port: 0, host: '127.0.0.1' });
+    const url = `http://127.0.0.1:${(app.server.address() as AddressInfo).port}`;
+    if (sandbox) sandbox.state.config.callback_url = `${url}/upstream/webhook`;
+    const [started, ownSandbox] = [deps, sandbox];
+    return {
+      app, deps, config, sandbox, url,
+      async close() {
+        try {
+          await ownSandbox?.close();
+          await app.close();
+          await started.close();
+        } finally {
+          removeDataDir();
+        }
+      },
+    };
+  } catch (err) {
+    await sandbox?.close().catch(() => {});
+    await deps?.close().catch(() => {});
+    removeDataDir();
+    throw err;
+  }
 }
 
 export interface UpstreamTenant extends TestTenant {
