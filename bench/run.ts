@@ -2,9 +2,9 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
-// npm run bench -- <api|messages|webhooks>[ ...]: each writes bench/results/<name>.json.
+// npm run bench -- <api|messages|webhooks|campaigns>[ ...]: each writes bench/results/<name>.json.
 const names = process.argv.slice(2).filter((a) => !a.startsWith('-'));
-const all = ['api', 'messages', 'webhooks'];
+const all = ['api', 'messages', 'webhooks', 'campaigns'];
 const selected = names.length === 0 || names.includes('all') ? all : names;
 const resultsDir = join(dirname(fileURLToPath(import.meta.url)), 'results');
 mkdirSync(resultsDir, { recursive: true });

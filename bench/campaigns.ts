@@ -1,0 +1,234 @@
+import { randomBytes } from 'node:crypto';
+import { readFileSync, mkdtempSync, readdirSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { sql } from 'kysely';
+import { openDatabase, type Database } from '../src/db/database.ts';
+import { createSandbox, type Sandbox } from '../src/sandbox/sandbox.ts';
+import { freePort, requireRealServers, startProcess, stopProcess } from './support.ts';
+
+/**
+ * Campaigns end to end (issue 9), on this machine with PostgreSQL, Redis, the sandbox and the
+ * service (one ROLE=all process at its default configuration) together:
+ * - materialise: POST /campaigns/{id}/send of an audience of 1,000,000 contacts, beside a raw
+ *   INSERT ... SELECT of the same rows into the same table;
+ * - dispatch: 100,000 recipients from one phone number at messages_per_second 1,000, until every
+ *   callback is processed and the stats are final; the busiest one-second window of sends;
+ * - dispatch_unpaced: the same audience over four numbers at 1,000 each: what the machine sustains
+ *   when pacing is not the limit, with the CPU per recipient of each process.
+ * BENCH_FULL=1 also dispatches the 1,000,000-recipient campaign and reports the service's peak RSS.
+ */
+
+const CONTACTS = Number(process.env.BENCH_CONTACTS ?? 1_000_000);
+const DISPATCH = Number(process.env.BENCH_DISPATCH ?? 100_000);
+const FULL = process.env.BENCH_FULL === '1';
+
+async function json(url: string, init: RequestInit & { body?: string } = {}): Promise<any> {
+  const res = await fetch(url, { ...init, headers: { 'content-type': 'application/json', ...(init.headers ?? {}) } });
+  const text = await res.text();
+  if (!res.ok) throw new Error(`${init.method ?? 'GET'} ${url}: ${res.status} ${text}`);
+  return text ? JSON.parse(text) : null;
+}
+
+/** CPU seconds (user + system) used so far by these processes. */
+function cpuSeconds(pids: number[]): number {
+  let ticks = 0;
+  for (const pid of pids) {
+    try {
+      const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
+      ticks += Number(fields[11]) + Number(fields[12]);
+    } catch { /* gone */ }
+  }
+  return ticks / 100;
+}
+
+function pidsOf(command: string): number[] {
+  return readdirSync('/proc').filter((d) => /^\d+$/.test(d)).map(Number).filter((pid) => {
+    try { return readFileSync(`/proc/${pid}/comm`, 'utf8').trim() === command; } catch { return false; }
+  });
+}
+
+function peakRssMb(pid: number): number {
+  const status = readFileSync(`/proc/${pid}/status`, 'utf8');
+  return Math.round(Number(/VmHWM:\s+(\d+)/.exec(status)![1]) / 1024);
+}
+
+/** The most sends that fall in any one-second window (sliding). */
+function busiestSecond(times: number[]): number {
+  const sorted = [...times].sort((a, b) => a - b);
+  let best = 0;
+  for (let i = 0, j = 0; i < sorted.length; i++) {
+    while (sorted[i] - sorted[j] >= 1000) j++;
+    best = Math.max(best, i - j + 1);
+  }
+  return best;
+}
+
+interface Tenant { id: string; auth: Record<string, string>; phoneNumberId: string; templateId: string }
+
+export async function run(): Promise<object> {
+  requireRealServers();
+  const appSecret = randomBytes(16).toString('hex');
+  const adminToken = `adm_${randomBytes(16).toString('hex')}`;
+  const port = await freePort();
+  const url = `http://127.0.0.1:${port}`;
+  const sandbox = await createSandbox({ port: 0, appSecret, reviewMs: 50, callbackUrl: `${url}/upstream/webhook`, sendsLogCapacity: Math.max(200_000, DISPATCH * 2) });
+  const service = await startProcess('src/server.ts', {
+    PORT: String(port), HOST: '127.0.0.1', ROLE: 'all', UPSTREAM_BASE_URL: sandbox.baseUrl, UPSTREAM_APP_SECRET: appSecret,
+    ADMIN_TOKEN: adminToken, SEED_DEMO: 'false', LOG_LEVEL: 'warn', OPENAPI_ENABLED: 'false', WEBHOOK_DELIVERY_ENABLED: 'false',
+    DATA_DIR: mkdtempSync(join(tmpdir(), 'msvc-bench-')),
+  }, `${url}/healthz`);
+  const database = await openDatabase({ databaseUrl: process.env.DATABASE_URL, dataDir: tmpdir(), poolSize: 2 });
+  const admin = { authorization: `Bearer ${adminToken}` };
+  let seq = 0;
+
+  async function tenant(name: string, mps: number): Promise<Tenant> {
+    const t = await json(`${url}/admin/v1/tenants`, { method: 'POST', headers: admin, body: JSON.stringify({ name, plan: 'business' }) });
+    const key = await json(`${url}/admin/v1/tenants/${t.id}/api-keys`, { method: 'POST', headers: admin, body: JSON.stringify({ name: 'bench' }) });
+    const phoneNumberId = `5${Date.now()}${seq++}`;
+    await json(`${url}/admin/v1/tenants/${t.id}/business-account`, { method: 'PUT', headers: admin,
+      body: JSON.stringify({ waba_id: `4${Date.now()}${seq}`, phone_number_id: phoneNumberId, access_token: 'bench', messages_per_second: mps, messaging_tier: 'unlimited' }) });
+    const auth = { authorization: `Bearer ${key.key}` };
+    const template = await json(`${url}/api/v1/public/templates`, { method: 'POST', headers: auth, body: JSON.stringify({
+      template_name: `bench_${randomBytes(4).toString('hex')}`, language: 'en', category: 'MARKETING',
+      components: [{ type: 'BODY', text: 'Hello {{1}}, your code {{2}} is ready.', example: { body_text: [['Ana', 'X1']] } }] }) });
+    await json(`${url}/api/v1/public/templates/${template.id}/submit`, { method: 'POST', headers: auth, body: '{}' });
+    for (let i = 0; !(await fetch(`${url}/api/v1/public/templates/${template.id}`, { headers: auth })).ok; i++) {
+      if (i > 1200) throw new Error('benchmark template was not approved');
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    return { id: t.id, auth, phoneNumberId, templateId: template.id };
+  }
+
+  /** Contacts seeded set-based (the API's bulk path is measured elsewhere), phones from `offset`. */
+  async function seed(db: Database, tenantId: string, count: number, offset: number, tag: string) {
+    await sql`
+      INSERT INTO contacts (id, tenant_id, first_name, phone, tags, custom_fields, source)
+      SELECT gen_random_uuid(), ${tenantId}::uuid, 'Name' || g, '+1415' || lpad((2000000 + ${offset}::int + g)::text, 7, '0'),
+        ARRAY[${tag}]::text[], jsonb_build_object('code', 'C' || g), 'bench'
+      FROM generate_series(0, ${count}::int - 1) g`.execute(db.db);
+    await sql`ANALYZE contacts`.execute(db.db);
+  }
+
+  async function createCampaign(t: Tenant, tag: string) {
+    return json(`${url}/api/v1/public/campaigns`, { method: 'POST', headers: t.auth, body: JSON.stringify({
+      name: 'bench', template_id: t.templateId, audience: { groups: [tag] },
+      variable_mapping: { components: [{ type: 'body', parameters: [{ kind: 'contact_field', field: 'first_name' }, { kind: 'contact_field', field: 'custom_fields.code' }] }] },
+    }) });
+  }
+
+  async function waitFinal(t: Tenant, campaignId: string, total: number, timeoutMs: number) {
+    const deadline = Date.now() + timeoutMs;
+    for (;;) {
+      const c = await json(`${url}/api/v1/public/campaigns/${campaignId}`, { headers: t.auth });
+      if (c.status === 'COMPLETED' && c.stats.read + c.stats.failed >= total) return c;
+      if (Date.now() > deadline) throw new Error(`campaign ${campaignId} not final: ${JSON.stringify(c.stats)} ${c.status}`);
+      await new Promise((r) => setTimeout(r, 100));
+    }
+  }
+
+  const processes = () => ({ service: [service.pid!], postgres: pidsOf('postgres'), redis: pidsOf('redis-server'), bench_and_sandbox: [process.pid] });
+  const cpuSnapshot = () => Object.fromEntries(Object.entries(processes()).map(([k, pids]) => [k, cpuSeconds(pids)]));
+  const cpuPerRecipient = (before: Record<string, number>, after: Record<string, number>, n: number) =>
+    Object.fromEntries(Object.keys(after).map((k) => [`${k}_ms`, Math.round(((after[k] - (before[k] ?? 0)) / n) * 1000 * 1000) / 1000]));
+
+  try {
+    // 1. Materialise 1,000,000 recipients.
+    const big = await tenant('bench materialise', 1000);
+    await seed(database, big.id, CONTACTS, 0, 'all');
+    const rawCampaign = await createCampaign(big, 'all');
+    const rawStarted = performance.now();
+    await sql`
+      INSERT INTO campaign_recipients (id, tenant_id, campaign_id, contact_id, phone)
+      SELECT gen_random_uuid(), c.tenant_id, ${rawCampaign.id}::uuid, c.id, c.phone FROM contacts c
+      WHERE c.tenant_id = ${big.id}::uuid AND c.deleted_at IS NULL AND (c.tags && ARRAY['all']::text[] OR c.source = ANY(ARRAY[]::text[]))
+      ON CONFLICT (campaign_id, phone) DO NOTHING`.execute(database.db);
+    const rawMs = performance.now() - rawStarted;
+    await sql`DELETE FROM campaign_recipients WHERE campaign_id = ${rawCampaign.id}::uuid`.execute(database.db);
+    await sql`VACUUM campaign_recipients`.execute(database.db);
+    const measured = await createCampaign(big, 'all');
+    // Paused at once below, so the materialising request is what is timed (dispatch is measured next).
+    const sendStarted = performance.now();
+    const sent = await json(`${url}/api/v1/public/campaigns/${measured.id}/send`, { method: 'POST', headers: big.auth, body: '{}' });
+    const serviceMs = performance.now() - sendStarted;
+    if (!FULL) await json(`${url}/api/v1/public/campaigns/${measured.id}/stop`, { method: 'POST', headers: big.auth, body: '{}' });
+    const materialise = {
+      rows: sent.total_recipients,
+      raw_insert_select_ms: Math.round(rawMs),
+      service_send_ms: Math.round(serviceMs),
+      ratio_to_raw: Math.round((rawMs / serviceMs) * 100) / 100,
+      target_ratio: 0.8,
+    };
+    console.log(`campaigns materialise: ${sent.total_recipients} recipients in ${Math.round(serviceMs)} ms through POST /send vs raw INSERT ... SELECT ${Math.round(rawMs)} ms = ${materialise.ratio_to_raw}`);
+
+    let full: object | undefined;
+    if (FULL) {
+      const final = await waitFinal(big, measured.id, CONTACTS, 3 * 3600_000);
+      full = { recipients: final.total_recipients, duration_s: Math.round((Date.now() - new Date(final.started_at).getTime()) / 1000), service_peak_rss_mb: peakRssMb(service.pid!) };
+    }
+
+    // 2. Dispatch 100,000 from one number at 1,000/s.
+    const paced = await tenant('bench dispatch', 1000);
+    await seed(database, paced.id, DISPATCH, 1_000_000, 'all');
+    const pacedCampaign = await createCampaign(paced, 'all');
+    const cpu0 = cpuSnapshot();
+    const t0 = Date.now();
+    await json(`${url}/api/v1/public/campaigns/${pacedCampaign.id}/send`, { method: 'POST', headers: paced.auth, body: '{}' });
+    const final = await waitFinal(paced, pacedCampaign.id, DISPATCH, 30 * 60_000);
+    const elapsedS = (Date.now() - t0) / 1000;
+    const cpu1 = cpuSnapshot();
+    const pacedPhones = new Set(Array.from({ length: DISPATCH }, (_, g) => `1415${String(2000000 + 1_000_000 + g).padStart(7, '0')}`));
+    const sendTimes = sandbox.state.sends.list().filter((s) => pacedPhones.has(s.to.replace(/^\+/, ''))).map((s) => new Date(s.at).getTime());
+    const dispatch = {
+      recipients: final.total_recipients,
+      messages_per_second: 1000,
+      elapsed_s: Math.round(elapsedS * 10) / 10,
+      recipients_per_s: Math.round(DISPATCH / elapsedS),
+      busiest_second_sends: busiestSecond(sendTimes),
+      sends_seen_by_sandbox: sendTimes.length,
+      stats: final.stats,
+      cpu_per_recipient: cpuPerRecipient(cpu0, cpu1, DISPATCH),
+      target_recipients_per_s: 950,
+    };
+    console.log(`campaigns dispatch: ${dispatch.recipients_per_s} recipients/s end to end at 1,000/s (busiest second ${dispatch.busiest_second_sends} sends), CPU ms/recipient ${JSON.stringify(dispatch.cpu_per_recipient)}`);
+
+    // 3. The same audience size over four numbers at 1,000/s each.
+    const four: Tenant[] = [];
+    for (let i = 0; i < 4; i++) four.push(await tenant(`bench unpaced ${i}`, 1000));
+    const share = Math.floor(DISPATCH / 4);
+    for (const [i, t] of four.entries()) await seed(database, t.id, share, 2_000_000 + i * share, 'all');
+    const campaigns = await Promise.all(four.map((t) => createCampaign(t, 'all')));
+    const cpu2 = cpuSnapshot();
+    const t2 = Date.now();
+    await Promise.all(four.map((t, i) => json(`${url}/api/v1/public/campaigns/${campaigns[i].id}/send`, { method: 'POST', headers: t.auth, body: '{}' })));
+    await Promise.all(four.map((t, i) => waitFinal(t, campaigns[i].id, share, 30 * 60_000)));
+    const unpacedS = (Date.now() - t2) / 1000;
+    const cpu3 = cpuSnapshot();
+    const dispatchUnpaced = {
+      recipients: share * 4,
+      phone_numbers: 4,
+      elapsed_s: Math.round(unpacedS * 10) / 10,
+      recipients_per_s: Math.round((share * 4) / unpacedS),
+      cpu_per_recipient: cpuPerRecipient(cpu2, cpu3, share * 4),
+    };
+    console.log(`campaigns dispatch_unpaced: ${dispatchUnpaced.recipients_per_s} recipients/s over 4 numbers, CPU ms/recipient ${JSON.stringify(dispatchUnpaced.cpu_per_recipient)}`);
+
+    return {
+      configuration: 'service defaults (ROLE=all, batch_size 50, CAMPAIGN_POLL_MS 100, PACING_HORIZON_MS 1000, CAMPAIGN_MAX_BATCHES 16)',
+      materialise,
+      dispatch,
+      dispatch_unpaced: dispatchUnpaced,
+      service_peak_rss_mb: peakRssMb(service.pid!),
+      ...(full ? { full_1m: full } : {}),
+    };
+  } finally {
+    await database.close();
+    await stopProcess(service);
+    await sandbox.close();
+  }
+}
+
+if (import.meta.url === `file://${process.argv[1]}`) {
+  console.log(JSON.stringify(await run(), null, 2));
+  process.exit(0);
+}
