@@ -45,6 +45,27 @@ describe('embedded default (PGlite, in-memory counters, no configuration)', () =
     expect(list.pagination).toMatchObject({ total_items: 1, total_pages: 1 });
     expect((await fetch(`${base}/api/v1/public/contacts`, { method: 'POST', headers: auth, body: JSON.stringify({ first_name: 'Dup', phone: '+14155552671' }) })).status).toBe(409);
 
+    // A campaign end to end on PGlite and the in-process sandbox: template approved, sent, completed.
+    const template = await (await fetch(`${base}/api/v1/public/templates`, { method: 'POST', headers: auth, body: JSON.stringify({
+      template_name: 'smoke_hello', language: 'en', category: 'UTILITY', components: [{ type: 'BODY', text: 'Hello {{1}}, welcome aboard.', example: { body_text: [['Ada']] } }] }) })).json() as Json;
+    expect((await fetch(`${base}/api/v1/public/templates/${template.id}/submit`, { method: 'POST', headers: { authorization: auth.authorization } })).status).toBe(200);
+    for (let i = 0; (await fetch(`${base}/api/v1/public/templates/${template.id}`, { headers: auth })).status !== 200; i++) {
+      if (i > 300) throw new Error('template never approved');
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    const campaign = await (await fetch(`${base}/api/v1/public/campaigns`, { method: 'POST', headers: auth, body: JSON.stringify({
+      name: 'Smoke', template_id: template.id, audience: { groups: ['vip'] },
+      variable_mapping: { components: [{ type: 'body', parameters: [{ kind: 'contact_field', field: 'first_name' }] }] } }) })).json() as Json;
+    expect((await fetch(`${base}/api/v1/public/campaigns/${campaign.id}/send`, { method: 'POST', headers: { authorization: auth.authorization } })).status).toBe(200);
+    let final: Json;
+    for (let i = 0; ; i++) {
+      final = await (await fetch(`${base}/api/v1/public/campaigns/${campaign.id}`, { headers: auth })).json();
+      if (final.status === 'COMPLETED' && final.stats.read === 1) break;
+      if (i > 300) throw new Error(`campaign not completed: ${JSON.stringify(final)}`);
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    expect(final.stats).toEqual({ total: 1, sent: 1, delivered: 1, read: 1, failed: 0, pending: 0 });
+
     server.child.kill('SIGTERM');
     expect(await server.exited).toEqual({ code: 0, signal: null });
 
