@@ -1,13 +1,10 @@
 import { randomBytes, randomUUID } from 'node:crypto';
-import { mkdtempSync } from 'node:fs';
 import { createServer, connect, type Server, type Socket } from 'node:net';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import pg from 'pg';
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { isDatabaseUnavailable } from '../src/db/database.ts';
-import { ADMIN_TOKEN, eventually, hasPostgres, startTestApp, type TestApp } from './helpers/app.ts';
+import { ADMIN_TOKEN, eventually, hasPostgres, makeTempDir, removeTempDir, startTestApp, type TestApp } from './helpers/app.ts';
 import { startReceiver, type Receiver } from './helpers/https-receiver.ts';
 import { freePort, startServer, stopServer, waitForHttp, type ServerProcess } from './helpers/process.ts';
 
@@ -60,6 +57,8 @@ describe.skipIf(!hasPostgres)('a lost database connection (fault drill, separate
   let receiver: Receiver;
   let api: ServerProcess | undefined;
   let worker: ServerProcess | undefined;
+  const dirs: string[] = [];
+  const dataDir = (prefix: string) => { const dir = makeTempDir(prefix); dirs.push(dir); return dir; };
 
   beforeAll(async () => {
     admin = new pg.Client({ connectionString: adminUrl });
@@ -76,6 +75,7 @@ describe.skipIf(!hasPostgres)('a lost database connection (fault drill, separate
     await receiver?.close();
     await admin?.query(`DROP DATABASE IF EXISTS ${dbName} WITH (FORCE)`);
     await admin?.end();
+    for (const dir of dirs) removeTempDir(dir);
   });
 
   it('API and worker processes survive terminated backends and a cut-off database: 503 + Retry-After meanwhile, no acknowledged write lost, back within a second', { timeout: 120_000 }, async () => {
@@ -87,11 +87,11 @@ describe.skipIf(!hasPostgres)('a lost database connection (fault drill, separate
       RATE_LIMIT_PER_MINUTE: '1000000',
     };
     const port = await freePort();
-    api = startServer({ ...common, ROLE: 'api', PORT: String(port), SANDBOX_PORT: String(await freePort()), DATA_DIR: mkdtempSync(join(tmpdir(), 'msvc-fault-api-')) });
+    api = startServer({ ...common, ROLE: 'api', PORT: String(port), SANDBOX_PORT: String(await freePort()), DATA_DIR: dataDir('msvc-fault-api-') });
     const base = `http://127.0.0.1:${port}`;
     await waitForHttp(`${base}/healthz`, api);
     worker = startServer({
-      ...common, ROLE: 'worker', LOG_LEVEL: 'info', PORT: String(await freePort()), DATA_DIR: mkdtempSync(join(tmpdir(), 'msvc-fault-worker-')),
+      ...common, ROLE: 'worker', LOG_LEVEL: 'info', PORT: String(await freePort()), DATA_DIR: dataDir('msvc-fault-worker-'),
       WORKER_POLL_MS: '50', WEBHOOK_DELIVERY_ENABLED: 'true', WEBHOOK_EXTRA_CA_FILE: receiver.caFile, WEBHOOK_ALLOW_PRIVATE_NETWORKS: 'true',
       WEBHOOK_POLL_MS: '20', WEBHOOK_TIMEOUT_MS: '1000', WEBHOOK_LEASE_MS: '2000', WEBHOOK_RETRY_DELAYS_MS: '100,100,100,100,100,100,100,100',
     });
