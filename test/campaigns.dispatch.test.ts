@@ -223,4 +223,58 @@ describe.skipIf(!hasPostgres)('campaigns: dispatch', () => {
       await workers.stop();
     }
   });
+
+  it('130429 halves the number\'s rate until the upstream takes it: everyone is sent once, nobody fails', async () => {
+    const tenant = await createConnectedTenant(t.app);
+    await setPace(tenant.id, 40);
+    const workers = runCampaignWorkers(t, [tenant.id]);
+    await sandboxControl(t.sandbox!, 'PUT', '/__sandbox/config', { mps_limit: 8 });
+    try {
+      const template = await createApprovedTemplate(t.app, tenant);
+      const tag = uniqueTag();
+      const contacts = await createContacts(t, tenant, someContacts(40, { tags: [tag] }));
+      const id = await campaignFor(tenant, template.id, tag, { batch_size: 10 });
+      await call(t.app, tenant, 'POST', `/campaigns/${id}/send`);
+      const done = await eventually(async () => {
+        const c = await getCampaign(tenant, id);
+        return c.status === 'COMPLETED' ? c : null;
+      }, 25_000);
+      expect(done.stats).toMatchObject({ total: 40, failed: 0, pending: 0, sent: 40 });
+      for (const c of contacts) expect(await sendsTo(c.phone)).toHaveLength(1);
+      // Some sends were refused with 130429 and tried again.
+      const retried = await t.deps.db.selectFrom('campaign_recipients').select('id').where('campaign_id', '=', id).where('attempts', '>', 1).execute();
+      expect(retried.length).toBeGreaterThan(0);
+    } finally {
+      await sandboxControl(t.sandbox!, 'PUT', '/__sandbox/config', { mps_limit: null });
+      await workers.stop();
+    }
+  });
+
+  it('a token the upstream refuses (190) fails the campaign; the rest stays pending', async () => {
+    const tenant = await createConnectedTenant(t.app);
+    await setPace(tenant.id, 20);
+    const workers = runCampaignWorkers(t, [tenant.id]);
+    try {
+      const template = await createApprovedTemplate(t.app, tenant);
+      const tag = uniqueTag();
+      const contacts = await createContacts(t, tenant, someContacts(30, { tags: [tag] }));
+      for (const c of contacts) await sandboxControl(t.sandbox!, 'POST', '/__sandbox/recipients', { to: c.phone, outcome: 'reject', error_code: 190 });
+      const id = await campaignFor(tenant, template.id, tag, { batch_size: 5 });
+      await call(t.app, tenant, 'POST', `/campaigns/${id}/send`);
+      const failed = await eventually(async () => {
+        const c = await getCampaign(tenant, id);
+        return c.status === 'FAILED' ? c : null;
+      }, 10_000);
+      expect(failed.failure_reason).toMatch(/190/);
+      await eventually(async () => ((await recipientStatuses(id)).sending ?? 0) === 0);
+      const statuses = await recipientStatuses(id);
+      expect(statuses.pending).toBeGreaterThan(0);
+      expect(statuses.failed).toBeLessThanOrEqual(10);
+      const event = (await eventsOf(t.deps, tenant.id, 'campaign.failed'))[0];
+      expect(event.data).toMatchObject({ id, status: 'FAILED', error_code: 190 });
+      for (const c of contacts) await sandboxControl(t.sandbox!, 'POST', '/__sandbox/recipients', { to: c.phone, outcome: 'ok' });
+    } finally {
+      await workers.stop();
+    }
+  });
 });
