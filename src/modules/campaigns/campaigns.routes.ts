@@ -1,4 +1,5 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
+import type { FastifyRequest } from 'fastify';
 import type { CampaignsService } from './campaigns.service.ts';
 import type { CampaignRecipients } from './campaigns.recipients.ts';
 import {
@@ -10,6 +11,8 @@ const read = { scopes: ['campaigns:read'] };
 const write = { scopes: ['campaigns:write'] };
 // Spec 4.1 and the plan gate: only plans with campaign sending may start, schedule or steer one.
 const send = { scopes: ['campaigns:send'], feature: 'campaigns' as const };
+// Routes whose body is optional as a whole: a request without one reads as {} (the schema alone would refuse it).
+const noBodyIsEmpty = async (req: FastifyRequest) => { if (req.body === undefined) req.body = {}; };
 
 export const campaignsRoutes: FastifyPluginAsyncTypebox<{ campaigns: CampaignsService; recipients: CampaignRecipients }> = async (app, { campaigns, recipients }) => {
   app.get('/campaigns', { config: read, schema: { response: { 200: CampaignList } } },
@@ -30,8 +33,8 @@ export const campaignsRoutes: FastifyPluginAsyncTypebox<{ campaigns: CampaignsSe
   app.post('/campaigns/:id/audience/field-coverage', { config: read, schema: { params: IdParams, body: FieldCoverageBody, response: { 200: FieldCoverage } } },
     (req) => campaigns.fieldCoverage(req.auth.tenantId, req.params.id, req.body.fields));
 
-  app.post('/campaigns/:id/preview', { config: write, schema: { params: IdParams, body: RenderBody, response: { 200: RenderPreview } } },
-    (req) => campaigns.renderPreview(req.auth.tenantId, req.params.id, req.body?.sample_contact_id));
+  app.post('/campaigns/:id/preview', { config: write, preValidation: noBodyIsEmpty, schema: { params: IdParams, body: RenderBody, response: { 200: RenderPreview } } },
+    (req) => campaigns.renderPreview(req.auth.tenantId, req.params.id, req.body.sample_contact_id));
 
   for (const action of ['send', 'pause', 'resume', 'stop'] as const) {
     app.post(`/campaigns/:id/${action}`, { config: send, schema: { params: IdParams, response: { 200: CampaignDetail } } },
@@ -59,6 +62,6 @@ export const campaignsRoutes: FastifyPluginAsyncTypebox<{ campaigns: CampaignsSe
       return recipients.page(req.auth.tenantId, req.params.id, req.query);
     });
 
-  app.post('/campaigns/:id/retarget', { config: { ...write, idempotent: true }, schema: { params: IdParams, body: RetargetBody, response: { 201: Campaign } } },
-    async (req, reply) => reply.code(201).send(await recipients.retarget(req.auth.tenantId, req.params.id, req.body ?? {})));
+  app.post('/campaigns/:id/retarget', { config: { ...write, idempotent: true }, preValidation: noBodyIsEmpty, schema: { params: IdParams, body: RetargetBody, response: { 201: Campaign } } },
+    async (req, reply) => reply.code(201).send(await recipients.retarget(req.auth.tenantId, req.params.id, req.body)));
 };
