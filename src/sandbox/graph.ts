@@ -1,4 +1,4 @@
-import { createHash, randomBytes } from 'node:crypto';
+import { createHash, createHmac, randomBytes, randomInt } from 'node:crypto';
 import { lookupErrorCode } from '../upstream/error-codes.ts';
 import { graphError, type GraphErrorReply } from './graph-errors.ts';
 import { parseMultipart } from './multipart.ts';
@@ -106,8 +106,13 @@ const wamidPrefix = 'wamid.HBgL' + randomBytes(9).toString('base64url');
 let wamidCounter = 0;
 export const newWamid = () => wamidPrefix + (wamidCounter++).toString(36).padStart(8, '0');
 
-let mediaCounter = 0;
-const mediaBase = 200_000_000_000_000 + Math.floor(Math.random() * 1_000_000) * 1_000_000;
+/**
+ * Media ids carry their kind and a check digest of (phone number, kind, serial) keyed by the app
+ * secret, so a sandbox started again still knows the ids it gave out (Meta keeps them 30 days,
+ * and the service keeps using them), while an id it never gave this phone number is unknown.
+ */
+const MEDIA_KIND_DIGIT: Record<string, string> = { image: '1', video: '2', document: '3', audio: '4', sticker: '5' };
+const MEDIA_ID = /^([1-5])(\d{9})(\d{6})$/;
 
 const fromError = (e: GraphErrorReply): Reply => e;
 
@@ -118,7 +123,25 @@ function parseJson(raw: Buffer): unknown {
 export class GraphHandlers {
   private readonly mpsWindows = new Map<string, { second: number; count: number }>();
 
-  constructor(private readonly state: SandboxState) {}
+  constructor(private readonly state: SandboxState, private readonly mediaKey: string) {}
+
+  private mediaCheck(phoneNumberId: string, kindDigit: string, serial: string): string {
+    const digest = createHmac('sha256', this.mediaKey).update(`${phoneNumberId}:${kindDigit}${serial}`).digest();
+    return String(digest.readUInt32BE(0) % 1_000_000).padStart(6, '0');
+  }
+
+  private newMediaId(phoneNumberId: string, kind: string): string {
+    const digit = MEDIA_KIND_DIGIT[kind.split(' ').pop()!];
+    const serial = String(randomInt(0, 1_000_000_000)).padStart(9, '0');
+    return digit + serial + this.mediaCheck(phoneNumberId, digit, serial);
+  }
+
+  /** The kind of a media id this sandbox gave this phone number, or null. */
+  private mediaKindOf(id: string, phoneNumberId: string): string | null {
+    const match = MEDIA_ID.exec(id);
+    if (!match || this.mediaCheck(phoneNumberId, match[1], match[2]) !== match[3]) return null;
+    return Object.keys(MEDIA_KIND_DIGIT).find((k) => MEDIA_KIND_DIGIT[k] === match[1]) ?? null;
+  }
 
   resetRateWindows(): void {
     this.mpsWindows.clear();
@@ -233,11 +256,9 @@ export class GraphHandlers {
       const host = new URL(media.link).hostname;
       return host === 'invalid' || host.endsWith('.invalid') ? `Downloading media from weblink failed: host ${host} could not be resolved.` : null;
     }
-    const record = media.id === undefined ? undefined : this.state.media.get(media.id);
-    if (!record || record.phoneNumberId !== phoneNumberId) return `Media id ${media.id} was not found for this phone number.`;
-    const family = record.mimeType.split('/')[0];
-    const fits = media.type === 'document' ? family === 'application' || family === 'text' : family === media.type;
-    return fits ? null : `Media id ${media.id} is ${record.mimeType}, which cannot be sent as ${media.type === 'image' ? 'an' : 'a'} ${media.type}.`;
+    const kind = media.id === undefined ? null : this.mediaKindOf(media.id, phoneNumberId);
+    if (!kind) return `Media id ${media.id} was not found for this phone number.`;
+    return kind === media.type ? null : `Media id ${media.id} is ${kind === 'image' || kind === 'audio' ? 'an' : 'a'} ${kind}, which cannot be sent as ${media.type === 'image' ? 'an' : 'a'} ${media.type}.`;
   }
 
   createTemplate(wabaId: string, raw: Buffer): Reply {
@@ -331,7 +352,7 @@ export class GraphHandlers {
     if (file.data.length > rule.maxBytes) {
       return fromError(graphError(100, { details: `The ${rule.kind} file is ${file.data.length} bytes; ${declared} files may be at most ${rule.maxBytes} bytes.` }));
     }
-    const id = String(mediaBase + mediaCounter++);
+    const id = this.newMediaId(phoneNumberId, rule.kind);
     const { media } = this.state;
     if (media.size >= MAX_MEDIA_RECORDS) media.delete(media.keys().next().value as string);
     media.set(id, {

@@ -97,7 +97,7 @@ export async function createSandbox(options: SandboxOptions): Promise<Sandbox> {
     statuses: new StatusPipeline(deliverer, { flushMs: options.statusFlushMs ?? 20, batchSize: options.statusBatchSize ?? 100, displayPhoneNumber }),
     logger,
   };
-  const graph = new GraphHandlers(state);
+  const graph = new GraphHandlers(state, options.appSecret);
 
   function reset(): Reply {
     state.recipients.clear();

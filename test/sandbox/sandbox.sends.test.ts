@@ -207,6 +207,23 @@ describe('sandbox: sends and status callbacks', () => {
     expect(notUrl.body.error.code).toBe(131009);
   });
 
+  it('knows the media ids it gave out after it is started again (Meta keeps them 30 days), and only for their phone number', async () => {
+    const own = (await uploadMedia(sandbox, phoneId, PNG_BYTES)).body.id;
+    const again = await startTestSandbox({ callbackUrl: receiver.url });
+    try {
+      await http('POST', `${again.url}/__sandbox/phone_numbers`, { phone_number_id: phoneId, waba_id: wabaId });
+      const image = await approvedTemplate(again, wabaId, [{ type: 'HEADER', format: 'IMAGE' }, { type: 'BODY', text: 'Hi there' }]);
+      const sendVia = (phone: string) => http('POST', `${again.baseUrl}/${phone}/messages`, { messaging_product: 'whatsapp', to: uniquePhone(), type: 'template',
+        template: { name: image.name, language: { code: 'en_US' }, components: [{ type: 'header', parameters: [{ type: 'image', image: { id: own } }] }] } });
+      const ok = (await sendVia(phoneId)).body.messages[0].id;
+      const other = (await sendVia(uniqueId())).body.messages[0].id;
+      await eventually(async () => statusesOf(ok).some((s) => s.status === 'read'));
+      expect((await eventually(async () => statusesOf(other).find((s) => s.status === 'failed'))).errors[0].code).toBe(131053);
+    } finally {
+      await again.close();
+    }
+  });
+
   it('prices a message on sent and delivered, not on read or failed; a free-form reply is a free service message', async () => {
     const templateId = (await send(templateSend(uniquePhone(), template.name))).body.messages[0].id;
     const textId = (await send({ messaging_product: 'whatsapp', to: uniquePhone(), type: 'text', text: { body: 'hi' } })).body.messages[0].id;
