@@ -77,7 +77,7 @@ export async function run(): Promise<object> {
     const tenant = await json(`${url}/admin/v1/tenants`, { method: 'POST', headers: admin, body: JSON.stringify({ name: 'bench messages', plan: 'business' }) });
     const key = await json(`${url}/admin/v1/tenants/${tenant.id}/api-keys`, { method: 'POST', headers: admin, body: JSON.stringify({ name: 'bench', preset: 'full_access' }) });
     await json(`${url}/admin/v1/tenants/${tenant.id}/business-account`, { method: 'PUT', headers: admin,
-      body: JSON.stringify({ waba_id: `7${Date.now()}`, phone_number_id: `6${Date.now()}`, access_token: 'bench-token' }) });
+      body: JSON.stringify({ waba_id: `7${Date.now()}`, phone_number_id: `6${Date.now()}`, access_token: 'bench-token', messages_per_second: 1000 }) });
     const auth = { authorization: `Bearer ${key.key}` };
     const templateName = `bench_${randomBytes(4).toString('hex')}`;
     const template = await json(`${url}/api/v1/public/templates`, { method: 'POST', headers: auth, body: JSON.stringify({

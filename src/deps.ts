@@ -151,7 +151,7 @@ export async function createDeps(config: Config, logger: Logger = createLogger(c
     templates: new TemplatesService(db, upstream, config.secretsKey, logger),
     templateSync,
     media,
-    messages: new MessagesService(db, upstream, media, config.secretsKey, logger, config.sendReconcileMs),
+    messages: new MessagesService(db, upstream, media, config.secretsKey, logger, config.sendReconcileMs, pacer),
     callbacks,
     pacer,
     campaigns: new CampaignsService(db),

@@ -277,4 +277,21 @@ describe.skipIf(!hasPostgres)('campaigns: dispatch', () => {
       await workers.stop();
     }
   });
+
+  it('single sends take their slots from the same per-number pace as campaigns', async () => {
+    const tenant = await createConnectedTenant(t.app);
+    await setPace(tenant.id, 5);
+    const template = await createApprovedTemplate(t.app, tenant);
+    const phones = someContacts(10).map((c) => c.phone);
+    const results = await Promise.all(phones.map((to) => call(t.app, tenant, 'POST', '/messages/template', {
+      to, template_name: template.template_name, components: [{ type: 'body', parameters: [{ type: 'text', text: 'Ada' }, { type: 'text', text: 'A-1' }] }],
+    })));
+    expect(results.map((r) => r.statusCode)).toEqual(phones.map(() => 200));
+    const times: number[] = [];
+    for (const phone of phones) times.push(...(await sendsTo(phone)).map((s) => new Date(s.at).getTime()));
+    times.sort((a, b) => a - b);
+    expect(times).toHaveLength(10);
+    expect(times[9] - times[0]).toBeGreaterThanOrEqual(1700);
+    for (const start of times) expect(times.filter((x) => x >= start && x < start + 1000).length).toBeLessThanOrEqual(6);
+  });
 });

@@ -6,6 +6,7 @@ import { AppError, validationError } from '../../http/errors.ts';
 import { faultPoint } from '../../faults.ts';
 import { completeIdempotencyKey, idempotencyScope, type IdempotencyScope } from '../../http/idempotency.ts';
 import type { SendComponent, UpstreamAccount, UpstreamClient } from '../../upstream/types.ts';
+import type { SendPacer } from './send-pacer.ts';
 import { findAccountsAndApprovedTemplates, noActiveAccount, toUpstreamAccount } from '../business-accounts/business-accounts.repository.ts';
 import { upstreamFailure } from '../business-accounts/upstream-failures.ts';
 import { addCommunication } from '../contacts/communications.repository.ts';
@@ -25,7 +26,10 @@ export class MessagesService {
 
   constructor(private db: Db, private upstream: UpstreamClient, private media: MediaService, private secretsKey: Buffer, private logger?: Logger,
     /** How long a taken-over send waits for a callback of the attempt that may have happened (SEND_RECONCILE_MS). */
-    private reconcileMs = 120_000) {}
+    private reconcileMs = 120_000,
+    /** The phone numbers' throughput, shared with campaigns, so a running campaign leaves room for single sends. */
+    private pacer?: SendPacer,
+    private pacingWaitMs = 5000) {}
 
   /**
    * Sends one approved template message. Every rule that can fail without the upstream is checked
@@ -46,6 +50,7 @@ export class MessagesService {
       throw new AppError('VALIDATION_ERROR', built.issues.length === 1 ? built.issues[0].msg : 'Message components do not match the template', { details: built.issues });
     }
     const upstreamAccount = toUpstreamAccount(account, this.secretsKey);
+    const pace = account.messagesPerSecond;
     // Our media ids become upstream media ids (uploaded on first use).
     const components = built.components.map((c) => ({ ...c, parameters: [...c.parameters] }));
     for (const ref of built.mediaRefs) {
@@ -58,9 +63,9 @@ export class MessagesService {
     const id = randomUUID();
     const record = { id, templateId: template.id, templateName: template.template_name, language, to, components: input.components ?? [] };
     const keyed = idempotencyScope.getStore();
-    if (keyed) return this.sendKeyed(tenantId, keyed, record, upstreamAccount, components);
+    if (keyed) return this.sendKeyed(tenantId, keyed, record, upstreamAccount, components, pace);
     const row = await this.inserts.submit({ tenantId, values: record });
-    const wamid = await this.callUpstream(tenantId, record, upstreamAccount, components);
+    const wamid = await this.callUpstream(tenantId, record, upstreamAccount, components, pace);
     if (row.contact_id) {
       const contactId = row.contact_id;
       await this.db.transaction().execute(async (tx) => {
@@ -81,7 +86,7 @@ export class MessagesService {
    * or by a status callback carrying our row id, is the answer; with no word from the upstream
    * within the reconciliation window the same row is sent again.
    */
-  private async sendKeyed(tenantId: string, key: IdempotencyScope, record: NewMessage, account: UpstreamAccount, components: SendComponent[]): Promise<SendResult> {
+  private async sendKeyed(tenantId: string, key: IdempotencyScope, record: NewMessage, account: UpstreamAccount, components: SendComponent[], pace: number): Promise<SendResult> {
     const previous = key.takenOverResource ? await repo.findById(this.db, tenantId, key.takenOverResource) : undefined;
     if (previous) {
       const known = await this.awaitReconciliation(tenantId, previous.id, (previous.attempted_at ?? previous.created_at).getTime() + this.reconcileMs);
@@ -95,7 +100,7 @@ export class MessagesService {
         await key.attach(tx, record.id);
       });
     }
-    const wamid = await this.callUpstream(tenantId, record, account, components);
+    const wamid = await this.callUpstream(tenantId, record, account, components, pace);
     await faultPoint('send:after-upstream');
     return this.completeKeyed(tenantId, record, wamid);
   }
@@ -122,8 +127,27 @@ export class MessagesService {
     }
   }
 
+  /**
+   * Waits for this send's slot in the number's throughput (messages per second, shared with every
+   * campaign and worker). A number that stays saturated for PACING_WAIT_MS answers 429.
+   */
+  private async awaitSendSlot(phoneNumberId: string, messagesPerSecond: number): Promise<void> {
+    if (!this.pacer) return;
+    const deadline = Date.now() + this.pacingWaitMs;
+    for (;;) {
+      const slot = await this.pacer.reserve(phoneNumberId, 1, messagesPerSecond);
+      if (slot.granted > 0) {
+        if (slot.startAt > Date.now()) await new Promise((r) => setTimeout(r, slot.startAt - Date.now()));
+        return;
+      }
+      if (Date.now() >= deadline) throw new AppError('RATE_LIMIT_EXCEEDED', `The sending phone number is at its throughput (${messagesPerSecond} messages per second). Please slow down.`);
+      await new Promise((r) => setTimeout(r, Math.max(5, slot.intervalMs)));
+    }
+  }
+
   /** The upstream call; a failure is recorded on the row and answered 502/504 (safe to retry). */
-  private async callUpstream(tenantId: string, record: NewMessage, account: UpstreamAccount, components: SendComponent[]): Promise<string> {
+  private async callUpstream(tenantId: string, record: NewMessage, account: UpstreamAccount, components: SendComponent[], pace: number): Promise<string> {
+    await this.awaitSendSlot(account.phoneNumberId, pace);
     const outcome = await this.upstream.sendTemplate(account, { to: record.to, templateName: record.templateName, language: record.language, components, callbackData: record.id });
     if (outcome.kind === 'accepted') return outcome.value.messageId;
     // A timeout leaves the outcome unknown: the row stays accepted so late callbacks still apply.
