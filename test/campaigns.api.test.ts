@@ -4,7 +4,7 @@ import { adminHeaders, call, createTenant, hasPostgres } from './helpers/app.ts'
 import { createKey, expectError } from './helpers/expect.ts';
 import { CAMPAIGN_ENV, createContacts, someContacts, uniqueTag } from './helpers/campaigns.ts';
 import {
-  bodyMapping, createCampaign, expectInvalid, future, lockCampaign, RICH_TEMPLATE, richMapping, uploadMedia,
+  bodyMapping, createCampaign, expectInvalid, future, lockCampaign, RICH_TEMPLATE, richMapping, uploadMedia, stopLeftovers,
 } from './helpers/campaigns-api.ts';
 import { createApprovedTemplate, createConnectedTenant, eventsOf, startUpstreamApp, type UpstreamTestApp } from './helpers/upstream.ts';
 
@@ -37,10 +37,19 @@ describe.skipIf(!hasPostgres)('campaigns API: resource, validation, access', () 
   let t: UpstreamTestApp;
   // Each test makes many calls on its tenant; the per-minute budget is not what these tests are about.
   beforeAll(async () => { t = await startUpstreamApp({ ...CAMPAIGN_ENV, RATE_LIMIT_PER_MINUTE: '100000' }); });
-  afterAll(async () => { await t?.close(); });
+  const tenants: string[] = [];
+  afterAll(async () => {
+    if (t) await stopLeftovers(t, tenants);
+    await t?.close();
+  });
+  const connected = async (options: Parameters<typeof createConnectedTenant>[1] = {}) => {
+    const tenant = await createConnectedTenant(t.app, options);
+    tenants.push(tenant.id);
+    return tenant;
+  };
 
   async function setup(options: Parameters<typeof createConnectedTenant>[1] = {}) {
-    const tenant = await createConnectedTenant(t.app, options);
+    const tenant = await connected(options);
     const template = await createApprovedTemplate(t.app, tenant, { category: 'MARKETING' });
     return { tenant, template };
   }
@@ -305,7 +314,7 @@ describe.skipIf(!hasPostgres)('campaigns API: resource, validation, access', () 
   });
 
   it('business account: messages_per_second 1-1000 and messaging_tier are set by PATCH; other values are 400', async () => {
-    const tenant = await createConnectedTenant(t.app);
+    const tenant = await connected();
     const patch = (payload: unknown, id = tenant.id) => t.app.inject({ method: 'PATCH', url: `/admin/v1/tenants/${id}/business-account`, headers: adminHeaders, payload: payload as object });
     const initial = (await patch({})).json();
     expect(initial).toMatchObject({ messages_per_second: 80, messaging_tier: '1K', status: 'active' });

@@ -2,13 +2,22 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { call, hasPostgres, uniquePhone } from './helpers/app.ts';
 import { expectError } from './helpers/expect.ts';
 import { CAMPAIGN_ENV, createContacts, someContacts, uniqueTag } from './helpers/campaigns.ts';
-import { createCampaign, expectInvalid, RICH_TEMPLATE, richMapping } from './helpers/campaigns-api.ts';
+import { createCampaign, expectInvalid, RICH_TEMPLATE, richMapping, stopLeftovers } from './helpers/campaigns-api.ts';
 import { createApprovedTemplate, createConnectedTenant, startUpstreamApp, type UpstreamTenant, type UpstreamTestApp } from './helpers/upstream.ts';
 
 describe.skipIf(!hasPostgres)('campaigns API: audience preview, field coverage, render preview', () => {
   let t: UpstreamTestApp;
   beforeAll(async () => { t = await startUpstreamApp({ ...CAMPAIGN_ENV, RATE_LIMIT_PER_MINUTE: '100000' }); });
-  afterAll(async () => { await t?.close(); });
+  const tenants: string[] = [];
+  afterAll(async () => {
+    if (t) await stopLeftovers(t, tenants);
+    await t?.close();
+  });
+  const connected = async (options: Parameters<typeof createConnectedTenant>[1] = {}) => {
+    const tenant = await createConnectedTenant(t.app, options);
+    tenants.push(tenant.id);
+    return tenant;
+  };
 
   const recipientRows = async (id: string) => (await t.deps.db.selectFrom('campaign_recipients').select('id').where('campaign_id', '=', id).execute()).length;
 
@@ -18,7 +27,7 @@ describe.skipIf(!hasPostgres)('campaigns API: audience preview, field coverage, 
       .orderBy('created_at').orderBy('id').execute());
 
   it('preview: total and up to 10 samples; groups are tags, sources the contact source; any match counts once; archived never', async () => {
-    const tenant = await createConnectedTenant(t.app);
+    const tenant = await connected();
     const template = await createApprovedTemplate(t.app, tenant);
     const [group, source] = [uniqueTag(), `src_${uniqueTag()}`];
     const inGroup = await createContacts(t, tenant, someContacts(11, { tags: [group, 'x'] }));
@@ -28,7 +37,7 @@ describe.skipIf(!hasPostgres)('campaigns API: audience preview, field coverage, 
     for (const c of archived) expect((await call(t.app, tenant, 'DELETE', `/contacts/${c.id}`)).statusCode).toBe(200);
     // Not in the audience: a tag named like the source, a source named like the group, another tenant's matching contact.
     await createContacts(t, tenant, [{ first_name: 'T', phone: uniquePhone(), tags: [source] }, { first_name: 'S', phone: uniquePhone(), source: group }]);
-    const other = await createConnectedTenant(t.app);
+    const other = await connected();
     await createContacts(t, other, someContacts(3, { tags: [group], source }));
 
     const preview = async (audience: Record<string, string[]>) => {
@@ -58,7 +67,7 @@ describe.skipIf(!hasPostgres)('campaigns API: audience preview, field coverage, 
   });
 
   it('field coverage: present and missing per field over the audience, custom fields included; unknown fields are 400', async () => {
-    const tenant = await createConnectedTenant(t.app);
+    const tenant = await connected();
     const template = await createApprovedTemplate(t.app, tenant);
     const group = uniqueTag();
     await createContacts(t, tenant, [
@@ -109,7 +118,7 @@ describe.skipIf(!hasPostgres)('campaigns API: audience preview, field coverage, 
     let outsider: { id: string };
 
     beforeAll(async () => {
-      tenant = await createConnectedTenant(t.app);
+      tenant = await connected();
       const template = await createApprovedTemplate(t.app, tenant, { components: RICH_TEMPLATE });
       const group = uniqueTag();
       // Created one request after another, so created_at orders them: the outsider first, then the audience.
@@ -161,7 +170,7 @@ describe.skipIf(!hasPostgres)('campaigns API: audience preview, field coverage, 
     });
 
     it('a contact of another tenant, an archived one, an unknown or malformed id is 404', async () => {
-      const other = await createConnectedTenant(t.app);
+      const other = await connected();
       const [foreign] = await createContacts(t, other, someContacts(1));
       const [gone] = await createContacts(t, tenant, someContacts(1));
       await call(t.app, tenant, 'DELETE', `/contacts/${gone.id}`);

@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { adminHeaders, call, eventually, hasPostgres, uniquePhone } from './helpers/app.ts';
 import { expectError } from './helpers/expect.ts';
 import { CAMPAIGN_ENV, createContacts, runCampaignWorkers, someContacts, uniqueTag } from './helpers/campaigns.ts';
-import { createCampaign, expectInvalid, future } from './helpers/campaigns-api.ts';
+import { createCampaign, expectInvalid, future, stopLeftovers } from './helpers/campaigns-api.ts';
 import {
   createApprovedTemplate, createConnectedTenant, eventsOf, sandboxControl, startUpstreamApp, type ApprovedTemplate, type UpstreamTenant, type UpstreamTestApp,
 } from './helpers/upstream.ts';
@@ -27,7 +27,16 @@ const statusOf = (s: State) => (s === 'PAUSED_S' ? 'PAUSED' : s);
 describe.skipIf(!hasPostgres)('campaigns API: lifecycle, audience, recipients, errors, retarget', () => {
   let t: UpstreamTestApp;
   beforeAll(async () => { t = await startUpstreamApp({ ...CAMPAIGN_ENV, RATE_LIMIT_PER_MINUTE: '100000' }); });
-  afterAll(async () => { await t?.close(); });
+  const tenants: string[] = [];
+  afterAll(async () => {
+    if (t) await stopLeftovers(t, tenants);
+    await t?.close();
+  });
+  const connected = async (options: Parameters<typeof createConnectedTenant>[1] = {}) => {
+    const tenant = await createConnectedTenant(t.app, options);
+    tenants.push(tenant.id);
+    return tenant;
+  };
 
   const get = async (tenant: UpstreamTenant, id: string) => (await call(t.app, tenant, 'GET', `/campaigns/${id}`)).json();
   const act = (tenant: UpstreamTenant, id: string, action: Action | 'audience' | 'retarget') => {
@@ -46,7 +55,7 @@ describe.skipIf(!hasPostgres)('campaigns API: lifecycle, audience, recipients, e
   });
 
   it('every action from every status: allowed ones answer 200 with the campaign and emit their event, the rest 400 naming the status', async () => {
-    const tenant = await createConnectedTenant(t.app);
+    const tenant = await connected();
     const template = await createApprovedTemplate(t.app, tenant);
     const tag = uniqueTag();
     await createContacts(t, tenant, someContacts(1, { tags: [tag] }));
@@ -70,7 +79,7 @@ describe.skipIf(!hasPostgres)('campaigns API: lifecycle, audience, recipients, e
 
     // COMPLETED: sent and dispatched to its one contact. FAILED: the account disconnected while RUNNING.
     const finished = { COMPLETED: [] as string[], FAILED: [] as string[] };
-    const failing = await createConnectedTenant(t.app);
+    const failing = await connected();
     const failingTemplate = await createApprovedTemplate(t.app, failing);
     await createContacts(t, failing, someContacts(1, { tags: [tag] }));
     for (let i = 0; i < ACTIONS.length + 2; i++) {
@@ -142,7 +151,7 @@ describe.skipIf(!hasPostgres)('campaigns API: lifecycle, audience, recipients, e
   });
 
   it('schedule needs a future scheduled_at; send needs an audience, an active account and an approved template', async () => {
-    const tenant = await createConnectedTenant(t.app);
+    const tenant = await connected();
     const template = await createApprovedTemplate(t.app, tenant);
     const c = await createCampaign(t, tenant, template.id);
     for (const body of [{}, { scheduled_at: 'soon' }, { scheduled_at: new Date(Date.now() - 60_000).toISOString() }]) {
@@ -172,7 +181,7 @@ describe.skipIf(!hasPostgres)('campaigns API: lifecycle, audience, recipients, e
   });
 
   it('PUT audience replaces groups and sources; bad items are 400 naming the item', async () => {
-    const tenant = await createConnectedTenant(t.app);
+    const tenant = await connected();
     const template = await createApprovedTemplate(t.app, tenant);
     const c = await createCampaign(t, tenant, template.id, { audience: { groups: ['a', 'b'], sources: ['s'] } });
     const put = (body: unknown) => call(t.app, tenant, 'PUT', `/campaigns/${c.id}/audience`, body);
@@ -204,7 +213,7 @@ describe.skipIf(!hasPostgres)('campaigns API: lifecycle, audience, recipients, e
   });
 
   it('send materialises the audience once: any group or source, each phone once, archived never; total_recipients never changes', async () => {
-    const tenant = await createConnectedTenant(t.app);
+    const tenant = await connected();
     const template = await createApprovedTemplate(t.app, tenant);
     const [tagA, tagB, source] = [uniqueTag(), uniqueTag(), `src_${uniqueTag()}`];
     const seeds = [
@@ -221,7 +230,7 @@ describe.skipIf(!hasPostgres)('campaigns API: lifecycle, audience, recipients, e
     const contacts = await createContacts(t, tenant, seeds);
     const idOf = (name: string) => contacts.find((c) => c.phone === seeds.find((s) => s.first_name === name)!.phone)!.id;
     expect((await call(t.app, tenant, 'DELETE', `/contacts/${idOf('Archived')}`)).statusCode).toBe(200);
-    const neighbour = await createConnectedTenant(t.app);
+    const neighbour = await connected();
     await createContacts(t, neighbour, [{ first_name: 'Neighbour', phone: seeds[0].phone, tags: [tagA], source }]);
 
     const c = await createCampaign(t, tenant, template.id, { audience: { groups: [tagA, tagB], sources: [source] } });
@@ -274,7 +283,7 @@ describe.skipIf(!hasPostgres)('campaigns API: lifecycle, audience, recipients, e
     let contactByPhone: Map<string, string>;
 
     beforeAll(async () => {
-      tenant = await createConnectedTenant(t.app);
+      tenant = await connected();
       template = await createApprovedTemplate(t.app, tenant);
       const tag = uniqueTag();
       const seeds = someContacts(58, { tags: [tag] });

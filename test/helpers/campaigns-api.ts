@@ -98,3 +98,14 @@ export async function lockCampaign(campaignId: string) {
     },
   };
 }
+
+/**
+ * Test files share one database, and a worker started without a tenant filter (ROLE=worker in
+ * another test, a later run) would dispatch or start whatever these tests left RUNNING, PAUSED or
+ * SCHEDULED: a file stops its own tenants' campaigns when it ends.
+ */
+export async function stopLeftovers(t: UpstreamTestApp, tenantIds: string[]) {
+  if (tenantIds.length === 0) return;
+  await t.deps.db.updateTable('campaigns').set({ status: 'STOPPED', updated_at: new Date() })
+    .where('tenant_id', 'in', tenantIds).where('status', 'in', ['SCHEDULED', 'RUNNING', 'PAUSED']).execute();
+}
