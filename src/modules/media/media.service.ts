@@ -9,6 +9,7 @@ import { mediaRepository as repo, type MediaRow } from './media.repository.ts';
 import type { Media } from './media.schemas.ts';
 import type { MediaStorage } from './media.storage.ts';
 import { bareMime, contentMatches, EXTENSIONS, extensionMismatch, MAX_MEDIA_BYTES, MEDIA_RULES, MEDIA_TYPES, type MediaType } from './media.types.ts';
+import { completeIdempotencyKey } from '../../http/idempotency.ts';
 
 export function toMedia(row: MediaRow): Media {
   return {
@@ -88,11 +89,14 @@ export class MediaService {
       if (file) await this.discard(file);
       throw err;
     }
-    const row = await repo.insert(this.db, {
-      id: file.id, tenant_id: tenantId, media_type: type, filename: file.filename.slice(0, 255) || 'file', mime_type: file.mimeType,
-      size_bytes: file.sizeBytes, sha256: file.sha256, storage_key: file.key,
+    return this.db.transaction().execute(async (tx) => {
+      const media = toMedia(await repo.insert(tx, {
+        id: file.id, tenant_id: tenantId, media_type: type, filename: file.filename.slice(0, 255) || 'file', mime_type: file.mimeType,
+        size_bytes: file.sizeBytes, sha256: file.sha256, storage_key: file.key,
+      }));
+      await completeIdempotencyKey(tx, media);
+      return media;
     });
-    return toMedia(row);
   }
 
   async list(tenantId: string, page: PageQuery) {

@@ -10,6 +10,7 @@ import { upstreamFailure } from '../business-accounts/upstream-failures.ts';
 import { LANGUAGE, TEMPLATE_NAME, validateComponents } from './templates.grammar.ts';
 import { templatesRepository as repo, type TemplateRow, type TemplateStatus } from './templates.repository.ts';
 import type { Template, TemplateCreate } from './templates.schemas.ts';
+import { completeIdempotencyKey } from '../../http/idempotency.ts';
 
 export function toTemplate(row: TemplateRow): Template {
   return {
@@ -70,9 +71,13 @@ export class TemplatesService {
     if (details.length > 0) {
       throw new AppError('VALIDATION_ERROR', details.length === 1 ? details[0].msg : 'Template validation failed', { details });
     }
-    return toTemplate(await repo.insertDraft(this.db, tenantId, {
-      template_name: input.template_name, language: input.language, category: input.category, components: input.components,
-    }));
+    return this.db.transaction().execute(async (tx) => {
+      const template = toTemplate(await repo.insertDraft(tx, tenantId, {
+        template_name: input.template_name, language: input.language, category: input.category, components: input.components,
+      }));
+      await completeIdempotencyKey(tx, template);
+      return template;
+    });
   }
 
   /** draft -> pending: the components go to the upstream verbatim for review. */
@@ -94,19 +99,25 @@ export class TemplatesService {
       const reason = refusedContent(outcome);
       if (reason !== null) {
         // The upstream judged the content at creation: that is its review, so the template is rejected (spec 3.2).
-        const refused = await repo.markRefused(this.db, tenantId, id, account.wabaId, reason);
-        if (!refused) throw new AppError('CONFLICT', 'The template was submitted concurrently; re-read it');
-        return toTemplate(refused);
+        return this.db.transaction().execute(async (tx) => {
+          const refused = await repo.markRefused(tx, tenantId, id, account.wabaId, reason);
+          if (!refused) throw new AppError('CONFLICT', 'The template was submitted concurrently; re-read it');
+          await completeIdempotencyKey(tx, toTemplate(refused));
+          return toTemplate(refused);
+        });
       }
       throw submissionFailure(outcome);
     }
     // Always pending (spec 3.2: submit moves draft to pending; review decides later). Even when the
     // upstream decides at once, its status callback (or the poller) brings that decision in.
     // The upstream may reassign the category.
-    const updated = await repo.markSubmitted(this.db, tenantId, id, { upstreamId: outcome.value.id, wabaId: account.wabaId }, 'pending',
-      CATEGORY_SET.has(outcome.value.category) ? outcome.value.category : null);
-    if (!updated) throw new AppError('CONFLICT', 'The template was submitted concurrently; re-read it');
-    return toTemplate(updated);
+    return this.db.transaction().execute(async (tx) => {
+      const updated = await repo.markSubmitted(tx, tenantId, id, { upstreamId: outcome.value.id, wabaId: account.wabaId }, 'pending',
+        CATEGORY_SET.has(outcome.value.category) ? outcome.value.category : null);
+      if (!updated) throw new AppError('CONFLICT', 'The template was submitted concurrently; re-read it');
+      await completeIdempotencyKey(tx, toTemplate(updated));
+      return toTemplate(updated);
+    });
   }
 }
 
