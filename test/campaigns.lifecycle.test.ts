@@ -401,6 +401,11 @@ describe.skipIf(!hasPostgres)('campaigns API: lifecycle, audience, recipients, e
       const bare = await t.app.inject({ method: 'POST', url: `/api/v1/public/campaigns/${campaignId}/retarget`, headers: tenant.headers });
       expect(bare.statusCode, bare.body).toBe(201);
       expect(bare.json().total_recipients).toBe(55);
+      // A contact archived since is never retargeted.
+      expect((await call(t.app, tenant, 'DELETE', `/contacts/${contactByPhone.get(rejected[0])}`)).statusCode).toBe(200);
+      const afterArchive = await call(t.app, tenant, 'POST', `/campaigns/${campaignId}/retarget`, {});
+      expect(afterArchive.json().total_recipients).toBe(54);
+      expect((await recipientsOf(afterArchive.json().id)).map((r) => r.phone).sort()).toEqual([...rejected.slice(1), ...optedOut].sort());
 
       for (const [body, loc] of [[{ error_codes: ['abc'] }, ['body', 'error_codes', 0]], [{ error_codes: [] }, ['body', 'error_codes']], [{ name: '' }, ['body', 'name']]] as const) {
         expectInvalid(await call(t.app, tenant, 'POST', `/campaigns/${campaignId}/retarget`, body), [...loc]);

@@ -70,7 +70,8 @@ export class CampaignRecipients {
 
   /**
    * A new DRAFT campaign with the same template and mapping whose recipients are exactly the
-   * failed recipients (or those with the chosen error codes) of a finished campaign. Its
+   * failed recipients (or those with the chosen error codes) of a finished campaign, less contacts
+   * archived since. Its
    * recipients are materialised at once, so its audience is fixed.
    */
   async retarget(tenantId: string, id: string, input: { error_codes?: string[]; name?: string }): Promise<Campaign> {
@@ -95,6 +96,8 @@ export class CampaignRecipients {
           INSERT INTO campaign_recipients (id, tenant_id, campaign_id, contact_id, phone)
           SELECT gen_random_uuid(), r.tenant_id, ${row.id}::uuid, r.contact_id, r.phone
           FROM campaign_recipients r
+          -- Contacts archived since are out, as they are of every audience.
+          JOIN contacts c ON c.id = r.contact_id AND c.tenant_id = r.tenant_id AND c.deleted_at IS NULL
           WHERE r.campaign_id = ${source.id}::uuid AND r.tenant_id = ${tenantId}::uuid AND r.status = 'failed'
             AND (${codes.length === 0} OR r.error_code = ANY(${codes}::int[]))
           RETURNING 1)
