@@ -3,7 +3,9 @@ import { readFileSync, mkdtempSync, readdirSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { sql } from 'kysely';
+import pg from 'pg';
 import { openDatabase, type Database } from '../src/db/database.ts';
+import { migrate } from '../src/db/migrate.ts';
 import { createSandbox, type Sandbox } from '../src/sandbox/sandbox.ts';
 import { freePort, requireRealServers, startProcess, stopProcess } from './support.ts';
 
@@ -66,8 +68,22 @@ function busiestSecond(times: number[]): number {
 
 interface Tenant { id: string; auth: Record<string, string>; phoneNumberId: string; templateId: string }
 
+/** A fresh database for the run: earlier runs' campaigns must not be dispatched beside this one's. */
+async function freshDatabase(): Promise<{ url: string; drop(): Promise<void> }> {
+  const name = `msvc_bench_campaigns_${randomBytes(4).toString('hex')}`;
+  const admin = new pg.Client({ connectionString: process.env.DATABASE_URL });
+  await admin.connect();
+  await admin.query(`CREATE DATABASE ${name}`);
+  const url = new URL(process.env.DATABASE_URL!);
+  url.pathname = `/${name}`;
+  const database = await openDatabase({ databaseUrl: url.toString(), dataDir: tmpdir(), poolSize: 1 });
+  await migrate(database).finally(() => database.close());
+  return { url: url.toString(), drop: async () => { await admin.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`); await admin.end(); } };
+}
+
 export async function run(): Promise<object> {
   requireRealServers();
+  const fresh = await freshDatabase();
   const appSecret = randomBytes(16).toString('hex');
   const adminToken = `adm_${randomBytes(16).toString('hex')}`;
   const port = await freePort();
@@ -75,10 +91,12 @@ export async function run(): Promise<object> {
   const sandbox = await createSandbox({ port: 0, appSecret, reviewMs: 50, callbackUrl: `${url}/upstream/webhook`, sendsLogCapacity: Math.max(200_000, DISPATCH * 2) });
   const service = await startProcess('src/server.ts', {
     PORT: String(port), HOST: '127.0.0.1', ROLE: 'all', UPSTREAM_BASE_URL: sandbox.baseUrl, UPSTREAM_APP_SECRET: appSecret,
-    ADMIN_TOKEN: adminToken, SEED_DEMO: 'false', LOG_LEVEL: 'warn', OPENAPI_ENABLED: 'false', WEBHOOK_DELIVERY_ENABLED: 'false',
+    ADMIN_TOKEN: adminToken, SEED_DEMO: 'false', LOG_LEVEL: 'warn', OPENAPI_ENABLED: 'false', WEBHOOK_DELIVERY_ENABLED: 'false', DATABASE_URL: fresh.url,
+    // The benchmark polls campaign progress; the tenant minute limit is not what is measured.
+    RATE_LIMIT_PER_MINUTE: '100000',
     DATA_DIR: mkdtempSync(join(tmpdir(), 'msvc-bench-')),
   }, `${url}/healthz`);
-  const database = await openDatabase({ databaseUrl: process.env.DATABASE_URL, dataDir: tmpdir(), poolSize: 2 });
+  const database = await openDatabase({ databaseUrl: fresh.url, dataDir: tmpdir(), poolSize: 2 });
   const admin = { authorization: `Bearer ${adminToken}` };
   let seq = 0;
 
@@ -225,6 +243,7 @@ export async function run(): Promise<object> {
     await database.close();
     await stopProcess(service);
     await sandbox.close();
+    await fresh.drop();
   }
 }
 

@@ -105,7 +105,16 @@ export class CampaignDispatcher {
   }
 
   private async sendBatch(campaign: RunningCampaign, recipients: ClaimedRecipient[], startAt: number, intervalMs: number): Promise<void> {
-    const account: UpstreamAccount = { wabaId: campaign.waba_id!, phoneNumberId: campaign.phone_number_id!, accessToken: decryptSecret(this.options.secretsKey, campaign.access_token_enc!) };
+    let accessToken: string;
+    try {
+      accessToken = decryptSecret(this.options.secretsKey, campaign.access_token_enc!);
+    } catch {
+      // Nothing was sent: the claimed recipients go back to pending for whoever can send them.
+      await this.db.transaction().execute((tx) => campaignQueue.recordOutcomes(tx, { accepted: [], failed: [], unknown: [], retry: recipients.map((r) => ({ id: r.id, retryAt: new Date() })) }));
+      await this.failCampaign(campaign, 'The business account\'s access token cannot be decrypted (was SECRETS_KEY changed?); reconnect the account', null);
+      return;
+    }
+    const account: UpstreamAccount = { wabaId: campaign.waba_id!, phoneNumberId: campaign.phone_number_id!, accessToken };
     const plan = placeholderPlan(campaign.template_components ?? []);
     const mapping = (campaign.variable_mapping ?? null) as VariableMapping | null;
     const media = await this.resolveMedia(campaign, mapping, plan.header?.format, account);
