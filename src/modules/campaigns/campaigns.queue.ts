@@ -119,6 +119,12 @@ export const campaignQueue = {
     unknown: { id: string; reconcileAt: Date }[];
   }): Promise<{ campaignId: string; from: string; to: string }[]> {
     const moves: { campaignId: string; from: string; to: string }[] = [];
+    // Rows are locked in id order, messages before recipients, as status callbacks lock them:
+    // the two writers never deadlock.
+    const ids = [...outcomes.accepted, ...outcomes.failed, ...outcomes.retry, ...outcomes.unknown].map((o) => o.id);
+    if (ids.length === 0) return moves;
+    await sql`SELECT id FROM messages WHERE id = ANY(${ids}::uuid[]) ORDER BY id FOR UPDATE`.execute(tx);
+    await sql`SELECT id FROM campaign_recipients WHERE id = ANY(${ids}::uuid[]) ORDER BY id FOR UPDATE`.execute(tx);
     if (outcomes.accepted.length > 0) {
       const values = sql.join(outcomes.accepted.map((a) => sql`(${a.id}::uuid, ${a.wamid}::text)`));
       await sql`
@@ -126,7 +132,7 @@ export const campaignQueue = {
         FROM (VALUES ${values}) v(id, wamid) WHERE m.id = v.id AND m.upstream_message_id IS NULL`.execute(tx);
       const { rows } = await sql<{ campaign_id: string; old: string; status: string }>`
         WITH v(id, wamid) AS (VALUES ${values}),
-        old AS (SELECT r.id, r.status FROM campaign_recipients r JOIN v ON v.id = r.id FOR UPDATE OF r)
+        old AS (SELECT r.id, r.status FROM campaign_recipients r JOIN v ON v.id = r.id)
         UPDATE campaign_recipients r SET message_id = v.wamid, lease_until = NULL, updated_at = now(),
           status = CASE WHEN old.status = 'sending' THEN 'sent' ELSE r.status END
         FROM v, old WHERE r.id = v.id AND old.id = v.id
