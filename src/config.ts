@@ -60,6 +60,8 @@ export interface Config {
   /** Fallback template-status poller: minimum time between two polls of one pending template. */
   templatePollIntervalMs: number;
   templatePollBatch: number;
+  /** Whether this worker process runs the campaign scheduler and dispatcher (default true). */
+  campaignDispatchEnabled: boolean;
   /** Campaign dispatcher: idle poll, claim lease, batches in flight, attempts on retryable errors. */
   campaignPollMs: number;
   campaignLeaseMs: number;
@@ -147,6 +149,7 @@ function campaignWorkerConfig(env: Env) {
   const leaseMs = int(env, 'CAMPAIGN_LEASE_MS', horizon + upstreamTimeout + 30_000);
   if (leaseMs <= horizon + upstreamTimeout) throw new ConfigError('CAMPAIGN_LEASE_MS must be longer than PACING_HORIZON_MS + UPSTREAM_TIMEOUT_MS (a live send must never lose its claim)');
   return {
+    campaignDispatchEnabled: bool(env, 'CAMPAIGN_DISPATCH_ENABLED', true),
     campaignPollMs: int(env, 'CAMPAIGN_POLL_MS', 100),
     campaignLeaseMs: leaseMs,
     sendReconcileMs: int(env, 'SEND_RECONCILE_MS', 120_000),
@@ -188,7 +191,8 @@ export function loadConfig(env: Env = process.env): Config {
   return {
     production,
     port,
-    host: env.HOST || '0.0.0.0',
+    // The embedded default prints an admin token and serves a demo tenant: loopback unless HOST widens it.
+    host: env.HOST || (env.DATABASE_URL ? '0.0.0.0' : '127.0.0.1'),
     role,
     databaseUrl: env.DATABASE_URL || undefined,
     databaseConnectTimeoutMs: int(env, 'DATABASE_CONNECT_TIMEOUT_MS', 5000),

@@ -11,8 +11,10 @@ export function workerLoops(deps: Deps): WorkerLoop[] {
     // Fallback for lost template-status callbacks. The loop looks every WORKER_POLL_MS (one probe of
     // a partial index); each template is asked about at most once per TEMPLATE_POLL_INTERVAL_MS.
     { name: 'template-status-poller', runOnce: () => deps.templateSync.pollOnce() },
-    { name: 'campaign-scheduler', runOnce: () => startDueCampaigns(deps.db) },
-    { ...createCampaignDispatcher(deps).loop(), intervalMs: deps.config.campaignPollMs },
+    ...(deps.config.campaignDispatchEnabled ? [
+      { name: 'campaign-scheduler', runOnce: () => startDueCampaigns(deps.db) },
+      { ...createCampaignDispatcher(deps).loop(), intervalMs: deps.config.campaignPollMs },
+    ] : []),
   ];
 }
 

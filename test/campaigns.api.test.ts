@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { adminHeaders, call, createTenant, hasPostgres } from './helpers/app.ts';
+import { adminHeaders, call, createTenant, hasPostgres, uniquePhone } from './helpers/app.ts';
 import { createKey, expectError } from './helpers/expect.ts';
 import { CAMPAIGN_ENV, createContacts, someContacts, uniqueTag } from './helpers/campaigns.ts';
 import {
@@ -91,7 +91,7 @@ describe.skipIf(!hasPostgres)('campaigns API: resource, validation, access', () 
     const { tenant, template } = await setup();
     const at = new Date(Date.now() + 86_400_000);
     at.setMilliseconds(0);
-    const res = await call(t.app, tenant, 'POST', '/campaigns', { name: 'Later', template_id: template.id, variable_mapping: bodyMapping(), scheduled_at: at.toISOString() });
+    const res = await call(t.app, tenant, 'POST', '/campaigns', { name: 'Later', template_id: template.id, variable_mapping: bodyMapping(), audience: { groups: ['later'] }, scheduled_at: at.toISOString() });
     expect(res.statusCode, res.body).toBe(201);
     expect(res.json()).toMatchObject({ status: 'SCHEDULED', scheduled_at: at.toISOString(), started_at: null });
     const events = (await eventsOf(t.deps, tenant.id)).filter((e) => e.type.startsWith('campaign.'));
@@ -100,7 +100,7 @@ describe.skipIf(!hasPostgres)('campaigns API: resource, validation, access', () 
     for (const e of events) expect(e.data).toMatchObject({ id: res.json().id, status: 'SCHEDULED', scheduled_at: at.toISOString() });
 
     // Another offset is the same instant, answered in UTC.
-    const offset = await call(t.app, tenant, 'POST', '/campaigns', { name: 'Offset', template_id: template.id, variable_mapping: bodyMapping(), scheduled_at: '2999-01-01T12:00:00+02:00' });
+    const offset = await call(t.app, tenant, 'POST', '/campaigns', { name: 'Offset', template_id: template.id, variable_mapping: bodyMapping(), audience: { groups: ['later'] }, scheduled_at: '2999-01-01T12:00:00+02:00' });
     expect(offset.json().scheduled_at).toBe('2999-01-01T10:00:00.000Z');
   });
 
@@ -250,7 +250,7 @@ describe.skipIf(!hasPostgres)('campaigns API: resource, validation, access', () 
   it('honours Idempotency-Key on create: the replay returns the same body, one campaign, one event', async () => {
     const { tenant, template } = await setup();
     const key = randomUUID();
-    const body = { name: 'Once', template_id: template.id, variable_mapping: bodyMapping(), scheduled_at: future() };
+    const body = { name: 'Once', template_id: template.id, variable_mapping: bodyMapping(), audience: { groups: ['once'] }, scheduled_at: future() };
     const first = await call(t.app, tenant, 'POST', '/campaigns', body, { 'idempotency-key': key });
     expect(first.statusCode, first.body).toBe(201);
     const replay = await call(t.app, tenant, 'POST', '/campaigns', body, { 'idempotency-key': key });
@@ -471,5 +471,46 @@ describe.skipIf(!hasPostgres)('campaigns API: resource, validation, access', () 
     expect(results.find((r) => r.statusCode === 200)!.json()).toMatchObject({ status: 'RUNNING', total_recipients: 4 });
     expect(await t.deps.db.selectFrom('campaign_recipients').select('id').where('campaign_id', '=', c.id).execute()).toHaveLength(4);
     expect((await eventsOf(t.deps, tenant.id, 'campaign.started'))).toHaveLength(1);
+  });
+
+  it('a scheduled campaign needs an audience, at create and at schedule (it could not be given one later)', async () => {
+    const { tenant, template } = await setup();
+    expectInvalid(await call(t.app, tenant, 'POST', '/campaigns', { name: 'S', template_id: template.id, variable_mapping: bodyMapping(), scheduled_at: future() }), ['body', 'audience']);
+    const draft = await createCampaign(t, tenant, template.id);
+    expectInvalid(await call(t.app, tenant, 'POST', `/campaigns/${draft.id}/schedule`, { scheduled_at: future() }), ['body', 'audience']);
+    expect((await call(t.app, tenant, 'GET', `/campaigns/${draft.id}`)).json().status).toBe('DRAFT');
+    // scheduled_at: null is simply "not scheduled".
+    const unscheduled = await call(t.app, tenant, 'POST', '/campaigns', { name: 'N', template_id: template.id, variable_mapping: bodyMapping(), scheduled_at: null });
+    expect(unscheduled.statusCode).toBe(201);
+    expect(unscheduled.json().status).toBe('DRAFT');
+  });
+
+  it('a static value or fallback longer than a body (1,024 characters) is refused at create', async () => {
+    const { tenant, template } = await setup();
+    const long = 'x'.repeat(1025);
+    expectInvalid(await call(t.app, tenant, 'POST', '/campaigns', { name: 'L', template_id: template.id,
+      variable_mapping: { components: [{ type: 'body', parameters: [{ kind: 'static', value: long }, { kind: 'static', value: 'ok' }] }] } }), ['body', 'variable_mapping', 'components', 0, 'parameters', 0, 'value']);
+    expectInvalid(await call(t.app, tenant, 'POST', '/campaigns', { name: 'L', template_id: template.id,
+      variable_mapping: { components: [{ type: 'body', parameters: [{ kind: 'contact_field', field: 'first_name', fallback: long }, { kind: 'static', value: 'ok' }] }] } }), ['body', 'variable_mapping', 'components', 0, 'parameters', 0, 'fallback']);
+    expect((await call(t.app, tenant, 'POST', '/campaigns', { name: 'L', template_id: template.id,
+      variable_mapping: { components: [{ type: 'body', parameters: [{ kind: 'static', value: 'x'.repeat(1024) }, { kind: 'static', value: 'ok' }] }] } })).statusCode).toBe(201);
+  });
+
+  it('lifecycle actions honour Idempotency-Key: a retried send replays its 200 instead of a 400 for a running campaign', async () => {
+    const { tenant, template } = await setup();
+    const tag = `g_${randomUUID().slice(0, 8)}`;
+    await call(t.app, tenant, 'POST', '/contacts', { first_name: 'Ida', phone: uniquePhone(), tags: [tag] });
+    const c = await createCampaign(t, tenant, template.id, { audience: { groups: [tag] } });
+    const key = { 'idempotency-key': randomUUID() };
+    const first = await call(t.app, tenant, 'POST', `/campaigns/${c.id}/send`, undefined, key);
+    expect(first.statusCode, first.body).toBe(200);
+    const again = await call(t.app, tenant, 'POST', `/campaigns/${c.id}/send`, undefined, key);
+    expect(again.statusCode).toBe(200);
+    expect(again.headers['idempotent-replayed']).toBe('true');
+    expect(again.body).toBe(first.body);
+    expect(await eventsOf(t.deps, tenant.id, 'campaign.started')).toHaveLength(1);
+    // Without the key the same action is judged on the current status.
+    expectError(await call(t.app, tenant, 'POST', `/campaigns/${c.id}/send`), 400, 'VALIDATION_ERROR');
+    await call(t.app, tenant, 'POST', `/campaigns/${c.id}/stop`);
   });
 });

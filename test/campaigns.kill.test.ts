@@ -39,7 +39,7 @@ describe.skipIf(!hasPostgres)('campaign dispatch survives SIGKILLed workers', ()
     const env = {
       DATA_DIR: dataDir, DATABASE_URL: db.url, ...(hasRedis ? { REDIS_URL: process.env.REDIS_URL! } : {}), ADMIN_TOKEN: ADMIN, SECRETS_KEY,
       SEED_DEMO: 'false', LOG_LEVEL: 'error', UPSTREAM_BASE_URL: sandbox.baseUrl, UPSTREAM_APP_SECRET: APP_SECRET, UPSTREAM_VERIFY_TOKEN: 'verify',
-      UPSTREAM_TIMEOUT_MS: '2000', PACING_HORIZON_MS: '200', CAMPAIGN_LEASE_MS: '2500', SEND_RECONCILE_MS: '2000', CAMPAIGN_POLL_MS: '20', WORKER_POLL_MS: '50',
+      CAMPAIGN_DISPATCH_ENABLED: 'true', UPSTREAM_TIMEOUT_MS: '2000', PACING_HORIZON_MS: '200', CAMPAIGN_LEASE_MS: '2500', SEND_RECONCILE_MS: '2000', CAMPAIGN_POLL_MS: '20', WORKER_POLL_MS: '50',
     };
     const api = startServer({ ...env, ROLE: 'api', PORT: String(apiPort), HOST: '127.0.0.1' });
     processes.push(api);

@@ -160,6 +160,9 @@ describe.skipIf(!hasPostgres)('campaigns API: lifecycle, audience, recipients, e
     expectInvalid(await act(tenant, c.id, 'send'), ['body', 'audience']);
     const at = new Date(Date.now() + 7_200_000);
     at.setMilliseconds(0);
+    // Scheduling needs an audience too (a scheduled campaign's audience can no longer be set).
+    expectInvalid(await call(t.app, tenant, 'POST', `/campaigns/${c.id}/schedule`, { scheduled_at: at.toISOString() }), ['body', 'audience']);
+    expect((await call(t.app, tenant, 'PUT', `/campaigns/${c.id}/audience`, { groups: ['later'] })).statusCode).toBe(200);
     const scheduled = await call(t.app, tenant, 'POST', `/campaigns/${c.id}/schedule`, { scheduled_at: at.toISOString() });
     expect(scheduled.statusCode, scheduled.body).toBe(200);
     expect(scheduled.json()).toMatchObject({ status: 'SCHEDULED', scheduled_at: at.toISOString() });

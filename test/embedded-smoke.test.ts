@@ -18,7 +18,8 @@ describe('embedded default (PGlite, in-memory counters, no configuration)', () =
 
   it('starts, prints a demo key, does a contact round trip, reports readiness and exits 0 on SIGTERM; a restart keeps the data', { timeout: 120_000 }, async () => {
     const port = await freePort();
-    const env = { PORT: String(port), HOST: '127.0.0.1', DATA_DIR: dataDir, LOG_LEVEL: 'info' };
+    // Its own PGlite database: dispatch campaigns as a newcomer's `npm start` does.
+    const env = { PORT: String(port), HOST: '127.0.0.1', DATA_DIR: dataDir, LOG_LEVEL: 'info', CAMPAIGN_DISPATCH_ENABLED: 'true' };
     server = startServer(env);
     const base = `http://127.0.0.1:${port}`;
     await waitForHttp(`${base}/healthz`, server, 90_000);

@@ -22,9 +22,10 @@ export interface ServerProcess {
 /** Runs `node --import tsx src/server.ts` with exactly `env` (plus PATH/HOME), as `npm start` would. */
 export function startServer(env: Record<string, string>): ServerProcess {
   const child = spawn(process.execPath, ['--import', 'tsx', 'src/server.ts'], {
-    // Webhook delivery off unless asked for: a deliverer claims every tenant's deliveries in the shared
-    // test database (with this process's SECRETS_KEY and timings), which would disturb other test files.
-    env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/tmp', WEBHOOK_DELIVERY_ENABLED: 'false', ...env },
+    // Webhook delivery and campaign dispatch off unless asked for: a deliverer (a dispatcher) claims
+    // every tenant's deliveries (campaigns) in the shared test database, with this process's
+    // SECRETS_KEY and timings, which would disturb other test files.
+    env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/tmp', WEBHOOK_DELIVERY_ENABLED: 'false', CAMPAIGN_DISPATCH_ENABLED: 'false', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let out = '';

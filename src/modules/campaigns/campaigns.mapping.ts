@@ -29,6 +29,8 @@ export const CONTACT_FIELDS = ['first_name', 'last_name', 'phone', 'email', 'com
 const HEADER_FORMATS = ['IMAGE', 'VIDEO', 'DOCUMENT', 'TEXT'] as const;
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 const MAX_PARAMETERS = 100;
+/** A parameter's text can never exceed a body's 1,024 characters (the upstream would refuse every send). */
+const MAX_PARAMETER_TEXT = 1024;
 
 type Loc = (string | number)[];
 const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
@@ -45,15 +47,15 @@ function normaliseParameter(raw: unknown, loc: Loc, issues: ValidationDetail[]):
   const kind = typeof raw.kind === 'string' ? raw.kind.toLowerCase() : raw.kind;
   switch (kind) {
     case 'static':
-      if (typeof raw.value !== 'string') { issues.push(issue([...loc, 'value'], 'a static parameter needs a string value', raw.value)); return null; }
+      if (typeof raw.value !== 'string' || raw.value.length > MAX_PARAMETER_TEXT) { issues.push(issue([...loc, 'value'], `a static parameter needs a string value of at most ${MAX_PARAMETER_TEXT} characters`, raw.value)); return null; }
       return { kind, value: raw.value };
     case 'contact_field': {
       if (typeof raw.field !== 'string' || !isContactField(raw.field)) {
         issues.push(issue([...loc, 'field'], `field must be a contact column (${CONTACT_FIELDS.join(', ')}) or custom_fields.<key>`, raw.field));
         return null;
       }
-      if (raw.fallback !== undefined && raw.fallback !== null && typeof raw.fallback !== 'string') {
-        issues.push(issue([...loc, 'fallback'], 'fallback must be a string', raw.fallback));
+      if (raw.fallback !== undefined && raw.fallback !== null && (typeof raw.fallback !== 'string' || raw.fallback.length > MAX_PARAMETER_TEXT)) {
+        issues.push(issue([...loc, 'fallback'], `fallback must be a string of at most ${MAX_PARAMETER_TEXT} characters`, raw.fallback));
         return null;
       }
       return typeof raw.fallback === 'string' ? { kind, field: raw.field, fallback: raw.fallback } : { kind, field: raw.field };

@@ -10,7 +10,8 @@ import {
 const read = { scopes: ['campaigns:read'] };
 const write = { scopes: ['campaigns:write'] };
 // Spec 4.1 and the plan gate: only plans with campaign sending may start, schedule or steer one.
-const send = { scopes: ['campaigns:send'], feature: 'campaigns' as const };
+// Lifecycle actions are sending POSTs: they honour Idempotency-Key (spec 4).
+const send = { scopes: ['campaigns:send'], feature: 'campaigns' as const, idempotent: true };
 // Routes whose body is optional as a whole: a request without one reads as {} (the schema alone would refuse it).
 const noBodyIsEmpty = async (req: FastifyRequest) => { if (req.body === undefined) req.body = {}; };
 

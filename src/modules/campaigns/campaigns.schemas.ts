@@ -71,7 +71,7 @@ export const CampaignCreate = Type.Object({
   // Normalised and checked by the service (spec 2.2), which names the failing path.
   variable_mapping: Type.Optional(Type.Unknown()),
   audience: Type.Optional(AudienceBody),
-  scheduled_at: Type.Optional(Type.String({ format: 'date-time' })),
+  scheduled_at: Type.Optional(Nullable(Type.String({ format: 'date-time' }))),
 });
 export type CampaignCreate = Static<typeof CampaignCreate>;
 

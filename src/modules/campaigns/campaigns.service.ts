@@ -84,6 +84,10 @@ function checkAudience(body: AudienceBody | undefined, loc: (string | number)[])
   return audience;
 }
 
+/** A campaign can start once it has groups or sources (or fixed recipients, when retargeted). */
+const hasAudience = (c: CampaignRow) => Boolean(c.materialised_at) || c.audience_groups.length > 0 || c.audience_sources.length > 0;
+const noAudience = () => validationError('The campaign has no audience: set groups or sources first', ['body', 'audience'], null);
+
 const CONTACT_COLUMNS = sql`c.id, c.first_name, c.last_name, c.phone, c.email, c.company, c.job_title, c.status, c.source, c.custom_fields`;
 type ContactForPreview = MappedContact & { id: string };
 
@@ -106,9 +110,9 @@ export class CampaignsService {
   }
 
   /** Audience size against the number's messaging tier, and how long dispatch takes at its pace. */
-  private async preflight(row: CampaignRow): Promise<CampaignDetail['preflight']> {
-    const size = row.materialised_at ? row.total_recipients : await this.audienceCount(row.tenant_id, { groups: row.audience_groups, sources: row.audience_sources });
-    const account = await this.db.selectFrom('business_accounts').select(['messages_per_second', 'messaging_tier'])
+  private async preflight(row: CampaignRow, db: Db | Tx = this.db): Promise<CampaignDetail['preflight']> {
+    const size = row.materialised_at ? row.total_recipients : await this.audienceCount(db, row.tenant_id, { groups: row.audience_groups, sources: row.audience_sources });
+    const account = await db.selectFrom('business_accounts').select(['messages_per_second', 'messaging_tier'])
       .where('tenant_id', '=', row.tenant_id).where('status', '=', 'active').executeTakeFirst();
     const limit = account ? TIER_LIMITS[account.messaging_tier] ?? null : null;
     const warnings: string[] = [];
@@ -126,9 +130,9 @@ export class CampaignsService {
     };
   }
 
-  private async audienceCount(tenantId: string, audience: Audience): Promise<number> {
+  private async audienceCount(db: Db | Tx, tenantId: string, audience: Audience): Promise<number> {
     if (audience.groups.length === 0 && audience.sources.length === 0) return 0;
-    const { rows } = await sql<{ n: number }>`SELECT count(*)::int AS n FROM contacts c WHERE ${audienceCondition(tenantId, audience)}`.execute(this.db);
+    const { rows } = await sql<{ n: number }>`SELECT count(*)::int AS n FROM contacts c WHERE ${audienceCondition(tenantId, audience)}`.execute(db);
     return rows[0].n;
   }
 
@@ -162,6 +166,10 @@ export class CampaignsService {
     const audience = checkAudience(input.audience, ['body', 'audience']);
     const scheduledAt = input.scheduled_at ? new Date(input.scheduled_at) : null;
     if (scheduledAt && scheduledAt.getTime() <= Date.now()) throw validationError('scheduled_at must be in the future', ['body', 'scheduled_at'], input.scheduled_at);
+    // A scheduled campaign cannot be given an audience later (PUT audience: DRAFT or PAUSED only).
+    if (scheduledAt && audience.groups.length === 0 && audience.sources.length === 0) {
+      throw validationError('A scheduled campaign needs an audience: set audience.groups or audience.sources', ['body', 'audience'], null);
+    }
     const template = await templatesRepository.findByIdOrUpstreamId(this.db, tenantId, input.template_id);
     if (!template || template.status !== 'approved') throw new AppError('NOT_FOUND', `Template ${input.template_id} not found or not approved`);
     const mapping = await this.checkedMapping(tenantId, template.components, input.variable_mapping);
@@ -205,7 +213,7 @@ export class CampaignsService {
    * when read but lost to a concurrent move before the conditional UPDATE: 409.
    */
   async act(tenantId: string, id: string, action: 'send' | 'schedule' | 'pause' | 'resume' | 'stop', input: { scheduled_at?: string } = {}): Promise<CampaignDetail> {
-    const row = await this.db.transaction().execute(async (tx) => {
+    return this.db.transaction().execute(async (tx) => {
       const current = await this.mustFind(tx, tenantId, id);
       if (!canTransition(action, current.status)) {
         throw validationError(`Cannot ${action} a campaign in status ${current.status}`, ['path', 'id'], current.status, 'invalid_transition');
@@ -214,6 +222,7 @@ export class CampaignsService {
       if (action === 'schedule') {
         const at = new Date(input.scheduled_at ?? '');
         if (!(at.getTime() > Date.now())) throw validationError('scheduled_at must be in the future', ['body', 'scheduled_at'], input.scheduled_at ?? null);
+        if (!hasAudience(current)) throw noAudience();
         set.scheduled_at = at;
       }
       const starts = action === 'send' || action === 'resume';
@@ -223,9 +232,10 @@ export class CampaignsService {
       if (!moved) throw new AppError('CONFLICT', `The campaign changed status concurrently; re-read it and retry`);
       if (starts) moved = await repo.materialise(tx, moved);
       await recordTransition(tx, moved, action);
-      return moved;
+      const detail = { ...toCampaign(moved), audiences: audiencesOf(moved), preflight: await this.preflight(moved, tx) };
+      await completeIdempotencyKey(tx, detail);
+      return detail;
     });
-    return { ...toCampaign(row), audiences: audiencesOf(row), preflight: await this.preflight(row) };
   }
 
   /** Dispatch needs an approved template, an active business account, and an audience. */
@@ -236,9 +246,7 @@ export class CampaignsService {
     if (template?.status !== 'approved' || template.waba_id !== account.waba_id) {
       throw validationError(`The campaign's template is not approved under the active business account (status ${template?.status ?? 'deleted'})`, ['body', 'template_id'], campaign.template_id);
     }
-    if (!campaign.materialised_at && campaign.audience_groups.length === 0 && campaign.audience_sources.length === 0) {
-      throw validationError('The campaign has no audience: set groups or sources first', ['body', 'audience'], null);
-    }
+    if (!hasAudience(campaign)) throw noAudience();
   }
 
   async refreshMetrics(tenantId: string, id: string): Promise<Campaign> {
