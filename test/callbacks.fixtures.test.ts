@@ -106,7 +106,9 @@ describe.skipIf(!hasPostgres)('upstream callbacks: Meta-shaped payloads (test/fi
       { upstream_message_id: second, from_phone: null, from_user_id: user, contact_id: contact.id },
     ]);
     const communications = await eventData(tenant.id, 'contact.communication_added');
-    expect(communications.map((c) => [c.contact_id, c.message_id])).toEqual([[contact.id, first], [contact.id, second]]);
+    expect(communications.map((c) => [c.contact_id, c.message_id, c.from_user_id])).toEqual([[contact.id, first, user], [contact.id, second, user]]);
+    const listed = (await call(t.app, tenant, 'GET', `/contacts/${contact.id}/communications`)).json().data;
+    expect(listed.map((c: { from_user_id: string | null }) => c.from_user_id)).toEqual([user, user]);
 
     // A username user never seen with a phone number: kept with the user id, no contact.
     const stranger = bsuid();

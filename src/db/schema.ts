@@ -69,6 +69,7 @@ export interface ContactCommunicationsTable {
   channel: Generated<string>;
   message_id: string | null;
   summary: string | null;
+  from_user_id: string | null;
   created_at: CreatedAt;
 }
 

@@ -258,7 +258,7 @@ export class CallbacksService {
           message_id: m.upstreamMessageId, from: m.from, from_user_id: m.fromUserId, contact_id: contactId, flow_token: m.flow.flowToken, response: m.flow.response,
         } });
       }
-      if (contactId) await addCommunication(tx, tenantId, { contactId, direction: 'inbound', messageId: m.upstreamMessageId, summary: m.text ? m.text.slice(0, 500) : `[${m.type}]` });
+      if (contactId) await addCommunication(tx, tenantId, { contactId, direction: 'inbound', messageId: m.upstreamMessageId, summary: m.text ? m.text.slice(0, 500) : `[${m.type}]`, fromUserId: m.fromUserId });
     }
     await recordEvents(tx, tenantId, events);
     return fresh.size;

@@ -59,6 +59,7 @@ export const Communication = Type.Object({
   channel: Type.String(),
   message_id: Nullable(Type.String()),
   summary: Nullable(Type.String()),
+  from_user_id: Nullable(Type.String()),
   created_at: Type.String(),
 });
 export const CommunicationPage = PageOf(Communication);

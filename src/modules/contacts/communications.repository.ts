@@ -12,13 +12,15 @@ export interface Communication {
   channel: string;
   message_id: string | null;
   summary: string | null;
+  /** Inbound only: the sender's business-scoped user id, when the upstream gave one. */
+  from_user_id: string | null;
   created_at: string;
 }
 
 function toCommunication(row: Selectable<ContactCommunicationsTable>): Communication {
   return {
     id: row.id, contact_id: row.contact_id, direction: row.direction as Communication['direction'], channel: row.channel,
-    message_id: row.message_id, summary: row.summary, created_at: row.created_at.toISOString(),
+    message_id: row.message_id, summary: row.summary, from_user_id: row.from_user_id, created_at: row.created_at.toISOString(),
   };
 }
 
@@ -27,10 +29,10 @@ function toCommunication(row: Selectable<ContactCommunicationsTable>): Communica
  * caller's transaction (called for every outbound and inbound message of a known contact).
  */
 export async function addCommunication(tx: Tx, tenantId: string, input: {
-  contactId: string; direction: 'outbound' | 'inbound'; messageId: string | null; summary: string | null;
+  contactId: string; direction: 'outbound' | 'inbound'; messageId: string | null; summary: string | null; fromUserId?: string | null;
 }): Promise<Communication> {
   const row = await tx.insertInto('contact_communications')
-    .values({ id: randomUUID(), tenant_id: tenantId, contact_id: input.contactId, direction: input.direction, message_id: input.messageId, summary: input.summary })
+    .values({ id: randomUUID(), tenant_id: tenantId, contact_id: input.contactId, direction: input.direction, message_id: input.messageId, summary: input.summary, from_user_id: input.fromUserId ?? null })
     .returningAll().executeTakeFirstOrThrow();
   const communication = toCommunication(row);
   await recordEvents(tx, tenantId, [{ type: 'contact.communication_added', data: communication }]);
