@@ -19,7 +19,7 @@ import { createApprovedTemplate, createConnectedTenant, eventsOf, startUpstreamA
 /** Every table holding tenant data: none of these rows may change while another tenant probes. */
 const TENANT_TABLES = [
   'contacts', 'contact_notes', 'contact_followups', 'contact_communications', 'templates', 'media', 'messages', 'inbound_messages',
-  'webhook_endpoints', 'webhook_deliveries', 'webhook_payloads', 'events', 'business_accounts', 'api_keys',
+  'webhook_endpoints', 'webhook_deliveries', 'webhook_payloads', 'events', 'business_accounts', 'api_keys', 'campaigns', 'campaign_recipients',
 ] as const;
 
 /** Tenant A's resources (as A's own API returned them), and B's own contact and image template. */
@@ -33,7 +33,8 @@ interface Owned {
   media: Record<string, any>;
   endpoint: Record<string, any>;
   delivery: Record<string, any>;
-  mine: { contact: Record<string, any>; imageTemplate: string };
+  campaign: Record<string, any>;
+  mine: { contact: Record<string, any>; imageTemplate: string; campaign: Record<string, any> };
 }
 
 type Body = Record<string, unknown>;
@@ -93,6 +94,26 @@ const ROUTES: Route[] = [
   { method: 'GET', path: (o) => `/webhooks/${o.endpoint.id}/deliveries` },
   // Deliveries
   { method: 'POST', path: (o) => `/webhooks/deliveries/${o.delivery.id}/retry` },
+  // Campaigns: A's draft (whose audience is A's contact's tag), every route, changing and no-op bodies
+  { method: 'GET', path: (o) => `/campaigns/${o.campaign.id}` },
+  { method: 'PUT', path: (o) => `/campaigns/${o.campaign.id}/audience`, body: { groups: ['hijack'], sources: [] } },
+  { method: 'PUT', path: (o) => `/campaigns/${o.campaign.id}/audience`, body: (o) => ({ groups: o.campaign.audiences.map((a: any) => a.value), sources: [] }) },
+  { method: 'GET', path: (o) => `/campaigns/${o.campaign.id}/audience/preview` },
+  { method: 'POST', path: (o) => `/campaigns/${o.campaign.id}/audience/field-coverage`, body: { fields: ['first_name', 'custom_fields.code'] } },
+  { method: 'POST', path: (o) => `/campaigns/${o.campaign.id}/preview`, body: {} },
+  { method: 'POST', path: (o) => `/campaigns/${o.mine.campaign.id}/preview`, body: (o) => ({ sample_contact_id: o.contact.id }) },
+  { method: 'POST', path: (o) => `/campaigns/${o.campaign.id}/send` },
+  { method: 'POST', path: (o) => `/campaigns/${o.campaign.id}/schedule`, body: { scheduled_at: DUE } },
+  { method: 'POST', path: (o) => `/campaigns/${o.campaign.id}/pause` },
+  { method: 'POST', path: (o) => `/campaigns/${o.campaign.id}/resume` },
+  { method: 'POST', path: (o) => `/campaigns/${o.campaign.id}/stop` },
+  { method: 'POST', path: (o) => `/campaigns/${o.campaign.id}/refresh-metrics` },
+  { method: 'GET', path: (o) => `/campaigns/${o.campaign.id}/errors` },
+  { method: 'GET', path: (o) => `/campaigns/${o.campaign.id}/errors/131026` },
+  { method: 'GET', path: (o) => `/campaigns/${o.campaign.id}/recipients` },
+  { method: 'POST', path: (o) => `/campaigns/${o.campaign.id}/retarget`, body: {} },
+  { method: 'POST', path: () => '/campaigns', body: (o) => ({ name: 'Stolen', template_id: o.template.id, audience: { groups: ['x'] },
+    variable_mapping: { components: [{ type: 'body', parameters: [{ kind: 'static', value: 'a' }, { kind: 'static', value: 'b' }] }] } }) },
   // Messages: A's template by name, and A's media in B's own image template
   { method: 'POST', path: () => '/messages/template', body: (o) => ({ to: uniquePhone(), template_name: o.template.template_name, components: bodyParams('a', 'b') }) },
   { method: 'POST', path: () => '/messages/template', body: (o) => ({ to: o.contact.phone, template_name: o.template.template_name, language: o.template.language, components: bodyParams('a', 'b') }) },
@@ -116,6 +137,8 @@ const LISTS: (Route & { check?: (json: any) => void })[] = [
   { method: 'GET', path: () => '/webhooks/deliveries' },
   { method: 'GET', path: () => '/webhooks/deliveries?status=pending' },
   { method: 'GET', path: () => '/webhooks/deliveries/metrics', check: (json) => expect(json.total).toBe(0) },
+  { method: 'GET', path: () => '/campaigns', check: (json) => expect(json.data.map((c: any) => c.name)).toEqual(['Mine']) },
+  { method: 'GET', path: (o) => `/campaigns/${o.mine.campaign.id}/audience/preview`, check: (json) => expect(json.total).toBe(0) },
 ];
 
 describe.skipIf(!hasPostgres)('tenant isolation of every route', () => {
@@ -163,17 +186,24 @@ describe.skipIf(!hasPostgres)('tenant isolation of every route', () => {
     await eventually(async () => (await eventsOf(t.deps, a.id, 'message.read')).length === 1);
     const [communication] = (await ok(a, 'GET', `/contacts/${contact.id}/communications`, undefined, 200)).data;
     expect(communication).toBeDefined();
-    return { contact, note, followup, communication, template, draft, media, endpoint: settled, delivery };
+    const created = await ok(a, 'POST', '/campaigns', { name: `Campaign ${tag}`, template_id: template.id, audience: { groups: contact.tags },
+      variable_mapping: { components: [{ type: 'body', parameters: [{ kind: 'contact_field', field: 'first_name' }, { kind: 'static', value: tag }] }] } });
+    const campaign = await ok(a, 'GET', `/campaigns/${created.id}`, undefined, 200);
+    return { contact, note, followup, communication, template, draft, media, endpoint: settled, delivery, campaign };
   }
 
   it('another tenant gets 404 from every route aimed at A\'s resources, sees none of A\'s data, and changes nothing', async () => {
     const a = await createConnectedTenant(t.app);
     const b = await createConnectedTenant(t.app);
+    const ofOwner = await ownerWithEverything(a);
     const owned: Owned = {
-      ...(await ownerWithEverything(a)),
+      ...ofOwner,
       mine: {
         contact: await ok(b, 'POST', '/contacts', { first_name: 'Mine', phone: uniquePhone() }),
         imageTemplate: (await createApprovedTemplate(t.app, b, { components: [{ type: 'HEADER', format: 'IMAGE' }, { type: 'BODY', text: 'Hi' }] })).template_name,
+        // B's own campaign, audience = A's contact's tag: it must resolve to none of A's contacts.
+        campaign: await ok(b, 'POST', '/campaigns', { name: 'Mine', template_id: (await createApprovedTemplate(t.app, b)).id, audience: { groups: ofOwner.contact.tags },
+          variable_mapping: { components: [{ type: 'body', parameters: [{ kind: 'static', value: 'a' }, { kind: 'static', value: 'b' }] }] } }),
       },
     };
     // Anything of A's that B's answers must not contain: ids and distinctive values (not words like
