@@ -83,15 +83,13 @@ export const campaignsRepository = {
   async materialise(tx: Tx, campaign: CampaignRow): Promise<CampaignRow> {
     if (campaign.materialised_at) return campaign;
     const audience = { groups: campaign.audience_groups, sources: campaign.audience_sources };
-    const { rows } = await sql<{ n: number }>`
-      WITH inserted AS (
-        INSERT INTO campaign_recipients (id, tenant_id, campaign_id, contact_id, phone)
-        SELECT gen_random_uuid(), c.tenant_id, ${campaign.id}::uuid, c.id, c.phone
-        FROM contacts c WHERE ${audienceCondition(campaign.tenant_id, audience)}
-        ON CONFLICT (campaign_id, phone) DO NOTHING
-        RETURNING 1)
-      SELECT count(*)::int AS n FROM inserted`.execute(tx);
-    const total = rows[0].n;
+    // The row count comes with the command's completion: no RETURNING of a million rows to count them.
+    const inserted = await sql`
+      INSERT INTO campaign_recipients (id, tenant_id, campaign_id, contact_id, phone)
+      SELECT gen_random_uuid(), c.tenant_id, ${campaign.id}::uuid, c.id, c.phone
+      FROM contacts c WHERE ${audienceCondition(campaign.tenant_id, audience)}
+      ON CONFLICT (campaign_id, phone) DO NOTHING`.execute(tx);
+    const total = Number(inserted.numAffectedRows ?? 0);
     return tx.updateTable('campaigns')
       .set({ total_recipients: total, pending_count: total, materialised_at: new Date(), updated_at: new Date() })
       .where('id', '=', campaign.id).returningAll().executeTakeFirstOrThrow();
