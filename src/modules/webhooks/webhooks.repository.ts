@@ -92,6 +92,27 @@ export const webhooksRepository = {
     return id;
   },
 
+  /**
+   * One INSERT ... SELECT: a new pending row per failed or abandoned delivery of the endpoint created
+   * within [since, until] that has no replay yet. Recoveries of one endpoint are serialised by a
+   * transaction-level advisory lock (not the endpoint row's lock, which the deliverer takes to record
+   * attempts), so two concurrent calls cannot both replay a delivery. Returns how many were queued.
+   */
+  async insertRecoveries(tx: Tx, tenantId: string, endpointId: string, since: string, until: string | null): Promise<number> {
+    await sql`SELECT pg_advisory_xact_lock(hashtextextended(${`webhook-recover:${endpointId}`}, 0))`.execute(tx);
+    const result = await sql`
+      INSERT INTO webhook_deliveries (id, tenant_id, endpoint_id, event_id, event_type, request_url, status, attempt_number, next_attempt_at, replay_of)
+      SELECT gen_random_uuid(), d.tenant_id, d.endpoint_id, d.event_id, d.event_type, e.url, 'pending', 0, now(), d.id
+      FROM webhook_deliveries d
+      JOIN webhook_endpoints e ON e.id = d.endpoint_id AND e.tenant_id = d.tenant_id AND e.deleted_at IS NULL
+      WHERE d.tenant_id = ${tenantId} AND d.endpoint_id = ${endpointId}
+        AND d.created_at >= ${since}::timestamptz AND d.created_at <= coalesce(${until}::timestamptz, 'infinity')
+        AND d.status IN ('failed', 'abandoned') AND NOT d.is_test
+        AND NOT EXISTS (SELECT 1 FROM webhook_deliveries r WHERE r.replay_of = d.id)
+    `.execute(tx);
+    return Number(result.numAffectedRows ?? 0);
+  },
+
   /** One index-only aggregate over (tenant_id, status). */
   async deliveryCounts(db: Queryable, tenantId: string) {
     return db.selectFrom('webhook_deliveries').where('tenant_id', '=', tenantId)

@@ -2,7 +2,7 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import type { WebhooksService } from './webhooks.service.ts';
 import {
   DeliveryMetrics, DeliveryPage, DeliveryQuery, Endpoint, EndpointCreate, EndpointCreated, EndpointList, EndpointUpdate, IdParams,
-  MessageResult, RetryResult, SecretRotated, TestResult,
+  MessageResult, RecoverBody, RecoverResult, RetryResult, SecretRotated, TestResult,
 } from './webhooks.schemas.ts';
 
 const read = { scopes: ['webhooks:read'], feature: 'webhooks' as const };
@@ -40,6 +40,9 @@ export const webhooksRoutes: FastifyPluginAsyncTypebox<{ webhooks: WebhooksServi
 
   app.post('/webhooks/:id/test', { config: write, schema: { params: IdParams, response: { 200: TestResult } } },
     (req) => webhooks.sendTest(req.auth.tenantId, req.params.id));
+
+  app.post('/webhooks/:id/recover', { config: { ...write, idempotent: true }, schema: { params: IdParams, body: RecoverBody, response: { 202: RecoverResult } } },
+    async (req, reply) => reply.code(202).send(await webhooks.recover(req.auth.tenantId, req.params.id, req.body)));
 
   app.get('/webhooks/:id/deliveries', { config: read, schema: { params: IdParams, querystring: DeliveryQuery, response: { 200: DeliveryPage } } },
     (req) => webhooks.listDeliveries(req.auth.tenantId, req.params.id, req.query));

@@ -84,6 +84,14 @@ export type DeliveryMetrics = Static<typeof DeliveryMetrics>;
 
 export const RetryResult = Type.Object({ message: Type.String(), delivery_id: Type.String() });
 
+/** A window of delivery creation times, both ends included; `until` defaults to now. */
+export const RecoverBody = Type.Object({
+  since: Type.String({ format: 'date-time' }),
+  until: Type.Optional(Type.String({ format: 'date-time' })),
+});
+export type RecoverBody = Static<typeof RecoverBody>;
+export const RecoverResult = Type.Object({ message: Type.String(), queued: Type.Integer() });
+
 /** Spec 4.5, test event response table. */
 export const TestResult = Type.Object({
   delivered: Type.Boolean(),

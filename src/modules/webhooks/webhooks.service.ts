@@ -2,11 +2,11 @@ import { randomUUID } from 'node:crypto';
 import { decryptSecret, encryptSecret } from '../../crypto/secrets.ts';
 import type { Db } from '../../db/database.ts';
 import { envelopeJson, isEventType } from '../../events/events.ts';
-import { AppError, notFound } from '../../http/errors.ts';
+import { AppError, notFound, validationError } from '../../http/errors.ts';
 import { isoOrNull } from '../../http/nullable.ts';
 import { offsetOf, paginationFor } from '../../http/pagination.ts';
 import { webhooksRepository as repo, type DeliveryRow, type EndpointRow, type EndpointValues } from './webhooks.repository.ts';
-import type { Delivery, DeliveryMetrics, DeliveryQuery, Endpoint, EndpointCreate, EndpointUpdate, TestResult } from './webhooks.schemas.ts';
+import type { Delivery, DeliveryMetrics, DeliveryQuery, Endpoint, EndpointCreate, EndpointUpdate, RecoverBody, TestResult } from './webhooks.schemas.ts';
 import { toLoggedOutcome, type WebhookSender } from './webhooks.sender.ts';
 import { newSigningSecret } from './webhooks.signer.ts';
 import { validateEndpointUrl } from './webhooks.url.ts';
@@ -181,6 +181,22 @@ export class WebhooksService {
       message: endpoint.is_active ? 'Delivery queued for retry' : 'Delivery queued for retry; it is sent once the endpoint is re-enabled',
       delivery_id: id,
     };
+  }
+
+  /**
+   * Bulk replay after an outage at the receiver: every failed or abandoned delivery of the endpoint
+   * created in the window is queued again as a new row with the original bytes, like the single
+   * retry. Each delivery is re-queued at most once (one that was already replayed, by this or by
+   * the single retry, is skipped), so repeating the call queues only failures that are new since.
+   */
+  async recover(tenantId: string, id: string, input: RecoverBody): Promise<{ message: string; queued: number }> {
+    const since = new Date(input.since);
+    const until = input.until === undefined ? null : new Date(input.until);
+    if (until && until < since) throw validationError('until must not be before since', ['body', 'until'], input.until);
+    const endpoint = await this.endpointOrThrow(tenantId, id);
+    const queued = await this.db.transaction().execute((tx) => repo.insertRecoveries(tx, tenantId, endpoint.id, input.since, input.until ?? null));
+    const what = `${queued} ${queued === 1 ? 'delivery' : 'deliveries'} queued for redelivery`;
+    return { message: endpoint.is_active || queued === 0 ? what : `${what}; they are sent once the endpoint is re-enabled`, queued };
   }
 
   private async endpointOrThrow(tenantId: string, id: string): Promise<EndpointRow> {
