@@ -1,15 +1,17 @@
 /** The spec's closed list of error codes, plus the two upstream codes for 502/504. */
-export type ErrorCode =
-  | 'AUTHENTICATION_REQUIRED'
-  | 'FORBIDDEN'
-  | 'NOT_FOUND'
-  | 'VALIDATION_ERROR'
-  | 'RATE_LIMIT_EXCEEDED'
-  | 'UPGRADE_REQUIRED'
-  | 'CONFLICT'
-  | 'INTERNAL_ERROR'
-  | 'UPSTREAM_ERROR'
-  | 'UPSTREAM_TIMEOUT';
+export const ERROR_CODES = [
+  'AUTHENTICATION_REQUIRED',
+  'FORBIDDEN',
+  'NOT_FOUND',
+  'VALIDATION_ERROR',
+  'RATE_LIMIT_EXCEEDED',
+  'UPGRADE_REQUIRED',
+  'CONFLICT',
+  'INTERNAL_ERROR',
+  'UPSTREAM_ERROR',
+  'UPSTREAM_TIMEOUT',
+] as const;
+export type ErrorCode = (typeof ERROR_CODES)[number];
 
 const DEFAULT_STATUS: Record<ErrorCode, number> = {
   AUTHENTICATION_REQUIRED: 401,

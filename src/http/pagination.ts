@@ -5,8 +5,8 @@ import { Type, type Static } from 'typebox';
 export const MAX_PAGE = 1_000_000_000;
 
 export const PageQuery = Type.Object({
-  page: Type.Integer({ minimum: 1, maximum: MAX_PAGE, default: 1 }),
-  limit: Type.Integer({ minimum: 1, maximum: 100, default: 20 }),
+  page: Type.Integer({ minimum: 1, maximum: MAX_PAGE, default: 1, description: 'Page number, from 1.' }),
+  limit: Type.Integer({ minimum: 1, maximum: 100, default: 20, description: 'Items per page.' }),
 });
 export type PageQuery = Static<typeof PageQuery>;
 

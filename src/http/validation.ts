@@ -1,6 +1,6 @@
 import { Ajv } from 'ajv';
 import addFormats from 'ajv-formats';
-import type { FastifyInstance } from 'fastify';
+import type { FastifyInstance, FastifySchema } from 'fastify';
 
 /**
  * RFC 3339 allows what PostgreSQL's timestamptz refuses: year 0000 and UTC offsets beyond
@@ -28,4 +28,23 @@ export function installValidators(app: FastifyInstance) {
   const bodies = createAjv(false);
   const textParts = createAjv('array');
   app.setValidatorCompiler(({ schema, httpPart }) => (httpPart === 'body' ? bodies : textParts).compile(schema));
+  app.addHook('onRoute', (route) => {
+    const schema = route.schema as FastifySchema | undefined;
+    if (schema?.querystring) schema.querystring = optionalDefaults(schema.querystring);
+    if (schema?.body) schema.body = optionalDefaults(schema.body);
+  });
+}
+
+type ObjectSchema = { properties?: Record<string, { default?: unknown }>; required?: string[] };
+
+/**
+ * A property with a default (page, limit, a send's language) is optional to the caller: the
+ * validator fills it in (useDefaults), so handlers still always see it. TypeBox lists it as required,
+ * which API descriptions would then show; the copy returned drops it from `required`.
+ */
+export function optionalDefaults<T>(schema: T): T {
+  const object = schema as ObjectSchema | undefined;
+  if (!object?.properties || !object.required) return schema;
+  const required = object.required.filter((key) => object.properties?.[key]?.default === undefined);
+  return required.length === object.required.length ? schema : { ...object, required } as T;
 }
