@@ -28,16 +28,20 @@ const sandbox: Sandbox | null = config.upstreamBaseUrl || config.role === 'worke
   appSecret: config.upstreamAppSecret,
   callbackUrl: config.port ? `http://127.0.0.1:${config.port}/upstream/webhook` : null,
   logger: logger.child({ component: 'sandbox' }),
-});
+}).catch((err) => exitIfUnbindable(err, 'SANDBOX_PORT', config.sandboxPort, 'the built-in upstream sandbox; default PORT+1'));
 const deps = await createDeps(config, logger, { upstreamBaseUrl: sandbox?.baseUrl });
 const log = deps.logger;
 await migrate(deps.database, (msg) => log.info(msg));
 
-const seeded = config.seedDemo ? await seedDemoTenant(deps) : null;
-
 const app = config.role === 'worker' ? null : await buildApp(deps);
 if (app) {
-  await app.listen({ port: config.port, host: config.host });
+  try {
+    await app.listen({ port: config.port, host: config.host });
+  } catch (err) {
+    await sandbox?.close();
+    await deps.close();
+    exitIfUnbindable(err, 'PORT', config.port, 'the API');
+  }
   log.info({ role: config.role, database: deps.database.kind, redis: config.redisUrl ? 'redis' : 'memory' }, `listening on ${config.host}:${config.port}`);
 }
 if (sandbox) {
@@ -46,12 +50,25 @@ if (sandbox) {
   sandbox.state.config.callback_url = `http://127.0.0.1:${port}/upstream/webhook`;
   log.info({ baseUrl: sandbox.baseUrl }, 'upstream sandbox running in process (UPSTREAM_BASE_URL is unset)');
 }
+// Seeded once the listener is up, so a first start that cannot bind leaves the next one to print the key.
+const seeded = config.seedDemo ? await seedDemoTenant(deps) : null;
 const workers = config.role === 'api' ? null : startWorkers(deps);
 if (workers) log.info({ role: config.role }, 'workers started');
 
 if (seeded) {
   const host = config.host === '0.0.0.0' || config.host === '::' ? '127.0.0.1' : config.host;
-  console.log(demoBanner(`http://${host}:${config.port}`, config.adminToken, seeded));
+  // Plain text for the person at the terminal, on stderr: stdout carries only the JSON log lines.
+  console.error(demoBanner(`http://${host}:${config.port}`, config.adminToken, seeded));
+}
+
+/** A listener that cannot bind ends the process with one line naming the variable to change. */
+function exitIfUnbindable(err: unknown, variable: string, port: number, what: string): never {
+  const code = (err as NodeJS.ErrnoException).code;
+  if (code === 'EADDRINUSE') console.error(`port ${port} (${variable}, ${what}) is already in use: stop what listens there or set ${variable} to a free port`);
+  else if (code === 'EACCES') console.error(`port ${port} (${variable}, ${what}) may not be bound by this user: set ${variable} to a port above 1023`);
+  else if (code === 'EADDRNOTAVAIL') console.error(`${variable === 'PORT' ? 'HOST' : 'SANDBOX_HOST'} is not an address of this machine: ${(err as Error).message}`);
+  else throw err;
+  process.exit(1);
 }
 
 let shuttingDown = false;

@@ -1,0 +1,46 @@
+// Compiles src/ to dist/ (JavaScript and type declarations) with tsconfig.build.json.
+// `--if-stale` (the prestart step) builds only when a source or build setting is newer than the
+// last build, so `npm start` never runs code older than src/ and costs a few stats otherwise.
+import { spawnSync } from 'node:child_process';
+import { existsSync, readdirSync, rmSync, statSync, utimesSync, writeFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const root = join(dirname(fileURLToPath(import.meta.url)), '..');
+const stamp = join(root, 'dist', '.build-stamp');
+
+function newestInput() {
+  let newest = 0;
+  const visit = (dir) => {
+    for (const entry of readdirSync(dir, { withFileTypes: true })) {
+      const path = join(dir, entry.name);
+      if (entry.isDirectory()) visit(path);
+      else if (entry.name.endsWith('.ts')) newest = Math.max(newest, statSync(path).mtimeMs);
+    }
+  };
+  visit(join(root, 'src'));
+  for (const file of ['tsconfig.json', 'tsconfig.build.json', 'package.json']) newest = Math.max(newest, statSync(join(root, file)).mtimeMs);
+  return newest;
+}
+
+if (process.argv.includes('--if-stale') && existsSync(stamp) && statSync(stamp).mtimeMs >= newestInput()) process.exit(0);
+
+let tsc;
+try {
+  tsc = createRequire(import.meta.url).resolve('typescript/bin/tsc');
+} catch {
+  console.error('dist/ needs building but TypeScript is not installed: run `npm install` (with dev dependencies).');
+  process.exit(1);
+}
+const started = Date.now();
+rmSync(join(root, 'dist'), { recursive: true, force: true });
+const result = spawnSync(process.execPath, [tsc, '-p', join(root, 'tsconfig.build.json')], { cwd: root, stdio: 'inherit' });
+if (result.status !== 0) {
+  console.error('build failed: dist/ is incomplete (see the TypeScript errors above)');
+  process.exit(result.status ?? 1);
+}
+writeFileSync(stamp, `${new Date(started).toISOString()}\n`);
+// Dated when the build began: a source saved while tsc ran is newer, so the next start rebuilds.
+utimesSync(stamp, started / 1000, started / 1000);
+console.error(`built dist/ in ${((Date.now() - started) / 1000).toFixed(1)} s`);
