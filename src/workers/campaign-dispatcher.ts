@@ -76,13 +76,13 @@ export class CampaignDispatcher {
       await this.failCampaign(campaign, fatal, null);
       return 1;
     }
+    // Slots are reserved only for work that is due: a campaign whose last recipients wait (pair rate
+    // limit) must not hold the number's throughput from other campaigns and single sends.
+    if (!campaign.has_due) return campaign.pending_count <= 0 && (await campaignQueue.completeIfDone(this.db, campaign.id)) ? 1 : 0;
     const reservation = await this.pacer.reserve(campaign.phone_number_id!, campaign.batch_size, campaign.messages_per_second ?? 80);
     if (reservation.granted === 0) return 0;
     const recipients = await campaignQueue.claim(this.db, campaign.id, reservation.granted, this.options.leaseMs);
-    if (recipients.length === 0) {
-      const completed = await campaignQueue.completeIfDone(this.db, campaign.id);
-      return completed ? 1 : 0;
-    }
+    if (recipients.length === 0) return (await campaignQueue.completeIfDone(this.db, campaign.id)) ? 1 : 0;
     const batch = this.sendBatch(campaign, recipients, reservation.startAt, reservation.intervalMs)
       .catch((err) => this.logger?.error({ err, campaign_id: campaign.id }, 'campaign batch failed; its recipients are reconciled after their lease'))
       .finally(() => { this.inFlight.delete(batch); });

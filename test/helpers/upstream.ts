@@ -97,10 +97,11 @@ export async function createApprovedTemplate(app: FastifyInstance, tenant: TestT
   if (created.statusCode !== 201) throw new Error(`template create failed: ${created.body}`);
   const submitted = await call(app, tenant, 'POST', `/templates/${created.json().id}/submit`);
   if (submitted.statusCode !== 200) throw new Error(`template submit failed: ${submitted.body}`);
+  // The approval arrives by the sandbox's callback: allow for a loaded machine (CI runs files in parallel).
   return eventually(async () => {
     const got = await call(app, tenant, 'GET', `/templates/${created.json().id}`);
     return got.statusCode === 200 ? (got.json() as ApprovedTemplate) : null;
-  });
+  }, 20_000);
 }
 
 /** Calls the sandbox's control API. */

@@ -26,6 +26,10 @@ export interface RunningCampaign {
   phone_number_id: string | null;
   access_token_enc: string | null;
   messages_per_second: number | null;
+  /** Whether a pending recipient is due now (a pair-rate-limited one waits for its not_before). */
+  has_due: boolean;
+  /** Recipients pending or sending: none left means the campaign is complete. */
+  pending_count: number;
 }
 
 export interface ClaimedRecipient {
@@ -53,9 +57,10 @@ export const campaignQueue = {
   /** Running campaigns, the longest-waiting first (round robin between campaigns and tenants). */
   async running(db: Db, limit: number, onlyTenants?: string[]): Promise<RunningCampaign[]> {
     const { rows } = await sql<RunningCampaign>`
-      SELECT c.id, c.tenant_id, c.batch_size, c.variable_mapping, c.template_id, t.template_name, t.language,
+      SELECT c.id, c.tenant_id, c.batch_size, c.variable_mapping, c.pending_count, c.template_id, t.template_name, t.language,
         t.status AS template_status, t.components AS template_components, t.waba_id AS template_waba_id,
-        ba.status AS account_status, ba.waba_id, ba.phone_number_id, ba.access_token_enc, ba.messages_per_second
+        ba.status AS account_status, ba.waba_id, ba.phone_number_id, ba.access_token_enc, ba.messages_per_second,
+        EXISTS (SELECT 1 FROM campaign_recipients r WHERE r.campaign_id = c.id AND r.status = 'pending' AND (r.not_before IS NULL OR r.not_before <= now())) AS has_due
       FROM campaigns c
       LEFT JOIN templates t ON t.id = c.template_id
       LEFT JOIN business_accounts ba ON ba.tenant_id = c.tenant_id
