@@ -6,6 +6,7 @@ import type { Deps } from './deps.ts';
 import { AppError, validationError } from './http/errors.ts';
 import { handleClientError } from './http/client-error.ts';
 import { installErrorHandling, sendError } from './http/error-handler.ts';
+import { installOpenApi } from './http/openapi.ts';
 import { installPublicApiHooks } from './http/public-api.ts';
 import { TIMED_OUT, withDeadline } from './http/rate-limit.ts';
 import { installValidators } from './http/validation.ts';
@@ -93,12 +94,8 @@ export async function buildApp(deps: Deps): Promise<FastifyInstance> {
     if (!reply.hasHeader('x-request-id')) reply.header('x-request-id', request.id);
   });
 
-  if (deps.config.openapiEnabled) {
-    await app.register(import('@fastify/swagger'), {
-      openapi: { info: { title: 'Messaging Service Public API', version: '1.0.0' }, components: { securitySchemes: { bearer: { type: 'http', scheme: 'bearer' } } }, security: [{ bearer: [] }] },
-    });
-    await app.register(import('@fastify/swagger-ui'), { routePrefix: '/docs' });
-  }
+  // /openapi.json, /admin/v1/openapi.json and the explorer at /docs.
+  if (deps.config.openapiEnabled) await installOpenApi(app, { adminToken: deps.config.adminToken });
 
   app.get('/healthz', async () => ({ status: 'ok' }));
   app.get('/readyz', async (_req, reply) => {
