@@ -12,8 +12,8 @@ export interface OperationDoc {
   notFound?: string;
   /** Message of the resource's own 409 (a duplicate, a lost race), beside the Idempotency-Key 409. */
   conflict?: string;
-  /** The call reaches the upstream: 502 UPSTREAM_ERROR and 504 UPSTREAM_TIMEOUT, safe to retry. */
-  upstream?: boolean;
+  /** What the call asks of the upstream (`sending the message`): it answers 502 UPSTREAM_ERROR and 504 UPSTREAM_TIMEOUT, safe to retry. */
+  upstream?: string;
   /** Example request body (it must satisfy the body schema). */
   example?: unknown;
   /** Responses written out here instead of derived from the route (other content types). */
@@ -106,14 +106,14 @@ export const PUBLIC_OPERATIONS: Record<string, OperationDoc> = {
     },
   },
   'POST /templates/{id}/submit': {
-    operationId: 'submitTemplate', summary: 'Submit a draft for review', tag: 'Templates', notFound: 'Template not found', upstream: true,
+    operationId: 'submitTemplate', summary: 'Submit a draft for review', tag: 'Templates', notFound: 'Template not found', upstream: 'submitting the template',
     conflict: 'The template was submitted concurrently; re-read it',
     description: 'Sends the draft to the upstream for review: the answer is the template with status pending, or rejected with `rejected_reason`.',
   },
 
   // Messages
   'POST /messages/template': {
-    operationId: 'sendTemplateMessage', summary: 'Send a template message', tag: 'Messages', upstream: true,
+    operationId: 'sendTemplateMessage', summary: 'Send a template message', tag: 'Messages', upstream: 'sending the message',
     notFound: 'No active WABA account for this tenant',
     description: '`to` is E.164. `status: accepted` does not mean delivered: follow the message.* events (a message.failed may follow the 200). The sending number\'s throughput is paced: a number saturated for 5 s answers 429 with Retry-After. Upstream failures (502, 504) are safe to retry.',
     example: {

@@ -8,6 +8,7 @@ import * as campaigns from '../modules/campaigns/campaigns.schemas.ts';
 import * as activity from '../modules/contacts/activity.schemas.ts';
 import * as contacts from '../modules/contacts/contacts.schemas.ts';
 import * as media from '../modules/media/media.schemas.ts';
+import { MEDIA_RULES } from '../modules/media/media.types.ts';
 import * as messages from '../modules/messages/messages.schemas.ts';
 import * as templates from '../modules/templates/templates.schemas.ts';
 import { upgradeMessage, type Feature } from '../modules/tenants/plans.ts';
@@ -280,8 +281,8 @@ function errorCases(api: 'public' | 'admin', op: Json, doc: OperationDoc, route:
   cases.push({ status: 500, code: 'INTERNAL_ERROR', summary: 'Unexpected error', message: 'An unexpected error occurred. Retry with backoff.' });
   if (doc.upstream) {
     cases.push(
-      { status: 502, code: 'UPSTREAM_ERROR', summary: 'The upstream failed', message: 'The messaging platform is temporarily unavailable while sending the message; retry with backoff' },
-      { status: 504, code: 'UPSTREAM_TIMEOUT', summary: 'The upstream timed out', message: 'The messaging platform did not answer in time while sending the message; retry with backoff' },
+      { status: 502, code: 'UPSTREAM_ERROR', summary: 'The upstream failed', message: `The messaging platform is temporarily unavailable while ${doc.upstream}; retry with backoff` },
+      { status: 504, code: 'UPSTREAM_TIMEOUT', summary: 'The upstream timed out', message: `The messaging platform did not answer in time while ${doc.upstream}; retry with backoff` },
     );
   }
   cases.push({ status: 503, code: 'INTERNAL_ERROR', summary: 'Shutting down or database unavailable', message: 'The service is temporarily unavailable. Retry with backoff.' });
@@ -426,7 +427,8 @@ function buildDocument(raw: Json, api: ApiDocument): Json {
       if (notes.length > 0) op.description = notes.join('\n\n');
 
       if (path === '/media' && method === 'post') {
-        op.requestBody = { required: true, content: { 'multipart/form-data': { schema: schemaRef('MediaUpload'), encoding: { file: { contentType: 'image/jpeg, image/png, video/mp4, video/3gpp, application/pdf, text/plain, application/*' } } } } };
+        const accepted = [...new Set(Object.values(MEDIA_RULES).flatMap((rule) => rule.mimeTypes))].join(', ');
+        op.requestBody = { required: true, content: { 'multipart/form-data': { schema: schemaRef('MediaUpload'), encoding: { file: { contentType: accepted } } } } };
       }
       if (doc.example !== undefined && op.requestBody?.content?.['application/json']) op.requestBody.content['application/json'].example = doc.example;
       if (facts.idempotent) op.parameters = [...(op.parameters ?? []), { $ref: '#/components/parameters/IdempotencyKey' }];
@@ -446,7 +448,7 @@ function buildDocument(raw: Json, api: ApiDocument): Json {
         responses[200].content['text/csv'] = { schema: { type: 'string', description: 'With Accept: text/csv: every recipient as one CSV file.' } };
       }
       if (health) {
-        // Health routes answer only the framework's own errors.
+        // No credentials, no validation: only a shutting-down 503 (and the parser's errors, below).
         Object.assign(op, { security: [], servers: [{ url: '/', description: 'The service root: health routes are outside the API base path' }] });
         op.responses = { ...responses, ...errorResponses([
           { status: 503, code: 'INTERNAL_ERROR', summary: 'Shutting down', message: 'The service is shutting down; retry the request' },
