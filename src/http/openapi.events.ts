@@ -114,7 +114,7 @@ const EVENTS: Record<EventType, { when: string; data: string }> = {
   'campaign.completed': { when: 'Every recipient was processed.', data: 'CampaignEventData' },
   'campaign.failed': { when: 'A fatal error stopped the dispatch (the business account token was refused, for example).', data: 'CampaignFailedEventData' },
   'flow.submission_received': { when: 'A user submitted an interactive flow; carries the submitted fields.', data: 'FlowSubmissionEventData' },
-  'webhook.test': { when: 'POST /webhooks/{id}/test.', data: 'WebhookTestEventData' },
+  'webhook.test': { when: 'A test requested with POST /webhooks/{id}/test (signed like any event, never retried).', data: 'WebhookTestEventData' },
 };
 
 /** `contact.note_added` -> `ContactNoteAddedEvent`. */
