@@ -1,5 +1,6 @@
-import { mkdirSync } from 'node:fs';
+import { cpSync, existsSync, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { Kysely, PostgresDialect, type Transaction } from 'kysely';
 import pg from 'pg';
 import type { DB } from './schema.ts';
@@ -94,7 +95,13 @@ function openPostgres(url: string, max: number, connectTimeoutMs: number): Datab
   };
 }
 
+// Made by `npm run build` beside the compiled code (dist/pglite-template): an initialised, migrated,
+// cleanly shut down cluster. Running from the sources (tsx) there is none.
+const PGLITE_TEMPLATE = fileURLToPath(new URL('../pglite-template', import.meta.url));
+
 async function openPglite(dir: string): Promise<Database> {
+  // A new embedded database starts as a copy of the template: initdb is most of a first start's time.
+  if (!existsSync(join(dir, 'PG_VERSION')) && existsSync(join(PGLITE_TEMPLATE, 'PG_VERSION'))) cpSync(PGLITE_TEMPLATE, dir, { recursive: true });
   mkdirSync(dir, { recursive: true });
   const { PGlite, types } = await import('@electric-sql/pglite');
   const { pg_trgm } = await import('@electric-sql/pglite/contrib/pg_trgm');
