@@ -1,10 +1,11 @@
+import { join } from 'node:path';
 import { buildApp } from './app.ts';
 import { ConfigError, loadConfig, type Config } from './config.ts';
 import { migrate } from './db/migrate.ts';
 import { createDeps } from './deps.ts';
 import { createLogger } from './logger.ts';
 import { createSandbox, type Sandbox } from './sandbox/sandbox.ts';
-import { demoBanner, seedDemoTenant } from './seed.ts';
+import { demoBanner, findDemoTenant, restartBanner, seedDemoTenant } from './seed.ts';
 import { startWorkers } from './worker.ts';
 
 let config: Config;
@@ -28,6 +29,7 @@ const sandbox: Sandbox | null = config.upstreamBaseUrl || config.role === 'worke
   appSecret: config.upstreamAppSecret,
   callbackUrl: config.port ? `http://127.0.0.1:${config.port}/upstream/webhook` : null,
   logger: logger.child({ component: 'sandbox' }),
+  stateFile: join(config.dataDir, 'sandbox-state.json'),
 }).catch((err) => exitIfUnbindable(err, 'SANDBOX_PORT', config.sandboxPort, 'the built-in upstream sandbox; default PORT+1'));
 const deps = await createDeps(config, logger, { upstreamBaseUrl: sandbox?.baseUrl });
 const log = deps.logger;
@@ -55,11 +57,11 @@ const seeded = config.seedDemo ? await seedDemoTenant(deps) : null;
 const workers = config.role === 'api' ? null : startWorkers(deps);
 if (workers) log.info({ role: config.role }, 'workers started');
 
-if (seeded) {
-  const host = config.host === '0.0.0.0' || config.host === '::' ? '127.0.0.1' : config.host;
-  // Plain text for the person at the terminal, on stderr: stdout carries only the JSON log lines.
-  console.error(demoBanner(`http://${host}:${config.port}`, config.adminToken, seeded));
-}
+// Plain text for the person at the terminal, on stderr: stdout carries only the JSON log lines.
+const baseUrl = `http://${config.host === '0.0.0.0' || config.host === '::' ? '127.0.0.1' : config.host}:${config.port}`;
+if (seeded) console.error(demoBanner(baseUrl, config.adminToken, seeded));
+const demoTenant = config.seedDemo && !seeded && app ? await findDemoTenant(deps) : null;
+if (demoTenant) console.error(restartBanner(baseUrl, demoTenant, process.env.ADMIN_TOKEN ? { env: true } : { dataDir: config.dataDir }));
 
 /** A listener that cannot bind ends the process with one line naming the variable to change. */
 function exitIfUnbindable(err: unknown, variable: string, port: number, what: string): never {

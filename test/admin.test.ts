@@ -38,6 +38,40 @@ describe.skipIf(!hasPostgres)('operator API (ARCHITECTURE section 3)', () => {
       }
     });
 
+    it('GET /tenants lists live tenants newest first, paginated, filtered by a case-insensitive name substring', async () => {
+      const m = uniqueId();
+      const create = async (name: string) => (await admin('POST', '/tenants', { name, plan: 'free' })).json();
+      const one = await create(`Acme ${m} one`);
+      const two = await create(`ACME ${m} two`);
+      const other = await create(`Other ${m}`);
+      const sale = await create(`50%_off ${m}`);
+      const gone = await create(`acme ${m} deleted`);
+      await admin('DELETE', `/tenants/${gone.id}`);
+
+      const first = await admin('GET', `/tenants?name=${encodeURIComponent(`acme ${m}`)}&limit=1`);
+      expect(first.statusCode).toBe(200);
+      expect(first.json()).toEqual({ data: [two], pagination: { page: 1, limit: 1, total_items: 2, total_pages: 2, has_next: true, has_prev: false } });
+      expect((await admin('GET', `/tenants?name=${encodeURIComponent(`acme ${m}`)}&limit=1&page=2`)).json().data).toEqual([one]);
+      expect((await admin('GET', `/tenants?name=${m}`)).json().data.map((t: { id: string }) => t.id)).toEqual([sale.id, other.id, two.id, one.id]);
+      // % and _ are matched as themselves, not as LIKE wildcards.
+      expect((await admin('GET', `/tenants?name=${encodeURIComponent(`%_off ${m}`)}`)).json().data).toEqual([sale]);
+      expect((await admin('GET', `/tenants?name=${encodeURIComponent(`${m}%`)}`)).json().pagination.total_items).toBe(0);
+      expect((await admin('GET', `/tenants?name=${encodeURIComponent(`acme_${m}`)}`)).json().pagination.total_items).toBe(0);
+
+      const all = (await admin('GET', '/tenants?limit=100')).json();
+      expect(all.pagination).toMatchObject({ page: 1, limit: 100 });
+      expect(all.pagination.total_items).toBeGreaterThanOrEqual(4);
+      const created = all.data.map((t: { created_at: string }) => t.created_at);
+      expect(created).toEqual([...created].sort().reverse());
+      expect(all.data.some((t: { id: string }) => t.id === gone.id)).toBe(false);
+      expect((await admin('GET', '/tenants')).json().pagination.limit).toBe(20);
+
+      for (const query of ['limit=0', 'limit=101', 'page=0', 'name=%00', `name=${'x'.repeat(256)}`]) {
+        expectError(await admin('GET', `/tenants?${query}`), 400, 'VALIDATION_ERROR');
+      }
+      expectError(await t.app.inject({ method: 'GET', url: '/admin/v1/tenants' }), 401, 'AUTHENTICATION_REQUIRED');
+    });
+
     it('validates the plan and name', async () => {
       for (const body of [{ name: 'X', plan: 'enterprise' }, { name: 'X' }, { plan: 'free' }, { name: '', plan: 'free' }, { name: 'X', plan: 'FREE' }]) {
         expectError(await admin('POST', '/tenants', body), 400, 'VALIDATION_ERROR');

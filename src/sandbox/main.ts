@@ -1,3 +1,4 @@
+import { join } from 'node:path';
 import { loadConfig } from '../config.ts';
 import { createLogger } from '../logger.ts';
 import { createSandbox } from './sandbox.ts';
@@ -12,6 +13,7 @@ const sandbox = await createSandbox({
   appSecret: config.upstreamAppSecret,
   callbackUrl: config.sandboxCallbackUrl ?? `http://127.0.0.1:${config.port}/upstream/webhook`,
   logger,
+  stateFile: join(config.dataDir, 'sandbox-state.json'),
 });
 logger.info({ baseUrl: sandbox.baseUrl, callbackUrl: sandbox.state.config.callback_url }, `sandbox listening; set UPSTREAM_BASE_URL=${sandbox.baseUrl}`);
 

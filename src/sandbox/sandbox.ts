@@ -22,8 +22,12 @@
  *   message as a free service message), never on read or failed.
  * - `POST /__sandbox/reset` forgets recipient rules, review rules, the sends log and throughput
  *   windows, and restores the configuration defaults except `callback_url`; templates stay.
+ * - With `stateFile` (the service's DATA_DIR), templates, review outcomes and phone bindings are
+ *   written there on every change and read back at start, so a restarted sandbox sends as before.
  */
+import { existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import { dirname } from 'node:path';
 import type { AddressInfo } from 'node:net';
 import pino, { type Logger } from 'pino';
 import { CallbackDeliverer } from './callbacks.ts';
@@ -33,7 +37,7 @@ import { GraphHandlers } from './graph.ts';
 import { SendsLog } from './sends-log.ts';
 import { displayPhoneNumber, type Reply, type SandboxConfig, type SandboxState } from './state.ts';
 import { StatusPipeline } from './statuses.ts';
-import { TemplateStore, templateJson, type TemplateStatusChange } from './templates.ts';
+import { TemplateStore, templateJson, type TemplateStatusChange, type TemplateStoreSnapshot } from './templates.ts';
 
 export interface SandboxOptions {
   port: number;
@@ -52,6 +56,8 @@ export interface SandboxOptions {
   callbackRetryDelaysMs?: number[];
   sendsLogCapacity?: number;
   graphVersion?: string;
+  /** JSON file keeping templates, review outcomes and phone bindings across restarts; none: memory only. */
+  stateFile?: string;
 }
 
 export interface Sandbox {
@@ -89,7 +95,7 @@ export async function createSandbox(options: SandboxOptions): Promise<Sandbox> {
   const state: SandboxState = {
     config: { ...defaults },
     defaults,
-    templates: new TemplateStore((change) => templateStatusCallback(state, change)),
+    templates: new TemplateStore((change) => templateStatusCallback(state, change), () => persist.schedule()),
     sends: new SendsLog(options.sendsLogCapacity),
     recipients: new Map(),
     media: new Map(),
@@ -97,6 +103,9 @@ export async function createSandbox(options: SandboxOptions): Promise<Sandbox> {
     statuses: new StatusPipeline(deliverer, { flushMs: options.statusFlushMs ?? 20, batchSize: options.statusBatchSize ?? 100, displayPhoneNumber }),
     logger,
   };
+  const persist = new StateFile(options.stateFile, () => state.templates.snapshot());
+  const saved = persist.load();
+  if (saved) state.templates.restore(saved, defaults.review_ms);
   const graph = new GraphHandlers(state, options.appSecret);
 
   function reset(): Reply {
@@ -198,6 +207,7 @@ export async function createSandbox(options: SandboxOptions): Promise<Sandbox> {
     state,
     async close() {
       state.templates.close();
+      persist.flush();
       state.statuses.close();
       const closed = new Promise<void>((resolve) => server.close(() => resolve()));
       server.closeAllConnections();
@@ -205,6 +215,36 @@ export async function createSandbox(options: SandboxOptions): Promise<Sandbox> {
       await deliverer.close();
     },
   };
+}
+
+/** Writes the template store's snapshot after changes (once per burst), atomically through a rename. */
+class StateFile {
+  private pending = false;
+
+  constructor(private readonly path: string | undefined, private readonly snapshot: () => TemplateStoreSnapshot) {}
+
+  load(): TemplateStoreSnapshot | null {
+    if (!this.path || !existsSync(this.path)) return null;
+    try {
+      return JSON.parse(readFileSync(this.path, 'utf8')) as TemplateStoreSnapshot;
+    } catch (err) {
+      throw new Error(`sandbox state ${this.path} cannot be read (${(err as Error).message}); remove it to start the sandbox without templates`);
+    }
+  }
+
+  schedule(): void {
+    if (!this.path || this.pending) return;
+    this.pending = true;
+    setImmediate(() => this.flush());
+  }
+
+  flush(): void {
+    if (!this.path || !this.pending) return;
+    this.pending = false;
+    mkdirSync(dirname(this.path), { recursive: true });
+    writeFileSync(`${this.path}.tmp`, JSON.stringify(this.snapshot()));
+    renameSync(`${this.path}.tmp`, this.path);
+  }
 }
 
 function write(res: ServerResponse, reply: Reply): void {

@@ -25,6 +25,14 @@ export interface TemplateStatusChange {
   reason: string;
 }
 
+/** What a restarted sandbox needs to answer as before: templates, review outcomes, phone bindings. */
+export interface TemplateStoreSnapshot {
+  nextId: number;
+  templates: Omit<SandboxTemplate, 'expected'>[];
+  phoneToWaba: [string, string][];
+  reviewRules: [string, { status: ReviewStatus; reason: string }][];
+}
+
 export type CreateResult =
   | { ok: true; template: SandboxTemplate }
   | { ok: false; code: number; subcode?: number; details: string; userTitle?: string; userMessage?: string };
@@ -56,7 +64,32 @@ export class TemplateStore {
   private readonly reviewTimers = new Set<NodeJS.Timeout>();
   private nextId = 100_000_000_000_000 + Math.floor(Math.random() * 1_000_000_000) * 1000;
 
-  constructor(private readonly onStatusChange: (change: TemplateStatusChange) => void) {}
+  /** `onChange` is told after anything a snapshot holds has changed (to persist it). */
+  constructor(private readonly onStatusChange: (change: TemplateStatusChange) => void, private readonly onChange: () => void = () => {}) {}
+
+  snapshot(): TemplateStoreSnapshot {
+    return {
+      nextId: this.nextId,
+      templates: this.all().map(({ expected: _derived, ...template }) => template),
+      phoneToWaba: [...this.phoneToWaba],
+      reviewRules: [...this.reviewRules],
+    };
+  }
+
+  /** Loads a snapshot into an empty store; templates still pending are reviewed `reviewMs` from now. */
+  restore(snapshot: TemplateStoreSnapshot, reviewMs: number): void {
+    this.nextId = Math.max(this.nextId, snapshot.nextId);
+    for (const saved of snapshot.templates) {
+      const template: SandboxTemplate = { ...saved, expected: expectedParams(saved.components, saved.parameterFormat) };
+      this.add(template);
+      if (template.status === 'PENDING') this.scheduleReview(template, reviewMs);
+    }
+    for (const [phoneNumberId, wabaId] of snapshot.phoneToWaba) {
+      this.phoneToWaba.set(phoneNumberId, wabaId);
+      this.boundWabas.add(wabaId);
+    }
+    for (const [key, rule] of snapshot.reviewRules) this.reviewRules.set(key, rule);
+  }
 
   create(wabaId: string, body: unknown, reviewMs: number): CreateResult {
     if (!isObject(body)) return { ok: false, code: 100, details: 'The request body must be a JSON object.' };
@@ -88,12 +121,18 @@ export class TemplateStore {
       id: String(this.nextId++), wabaId, name, language, category: category.toUpperCase(), parameterFormat, components: components as unknown[],
       status: 'PENDING', rejectedReason: 'NONE', createdAt: Date.now(), expected: expectedParams(components as unknown[], parameterFormat),
     };
-    this.byId.set(template.id, template);
-    waba.set(keyOf(name, language), template);
-    const same = this.byKey.get(keyOf(name, language));
-    if (same) same.push(template); else this.byKey.set(keyOf(name, language), [template]);
+    this.add(template);
     this.scheduleReview(template, reviewMs);
+    this.onChange();
     return { ok: true, template };
+  }
+
+  private add(template: SandboxTemplate): void {
+    const key = keyOf(template.name, template.language);
+    this.byId.set(template.id, template);
+    this.wabaTemplates(template.wabaId).set(key, template);
+    const same = this.byKey.get(key);
+    if (same) same.push(template); else this.byKey.set(key, [template]);
   }
 
   private scheduleReview(template: SandboxTemplate, reviewMs: number): void {
@@ -117,6 +156,7 @@ export class TemplateStore {
     this.reviewRules.set(ruleKey(name, language, wabaId), { status, reason: finalReason });
     const changed = (this.byKey.get(keyOf(name, language)) ?? []).filter((t) => wabaId === undefined || t.wabaId === wabaId);
     for (const template of changed) this.setStatus(template, status, finalReason);
+    this.onChange();
     return changed;
   }
 
@@ -124,6 +164,7 @@ export class TemplateStore {
     if (template.status === status) return;
     template.status = status;
     template.rejectedReason = status === 'REJECTED' ? reason : 'NONE';
+    this.onChange();
     this.onStatusChange({ template, event: status, reason });
   }
 
@@ -140,8 +181,10 @@ export class TemplateStore {
   }
 
   bindPhoneNumber(phoneNumberId: string, wabaId: string): void {
+    if (this.phoneToWaba.get(phoneNumberId) === wabaId) return;
     this.phoneToWaba.set(phoneNumberId, wabaId);
     this.boundWabas.add(wabaId);
+    this.onChange();
   }
 
   wabaOf(phoneNumberId: string): string | undefined {
@@ -169,6 +212,7 @@ export class TemplateStore {
   /** Forgets review rules; templates and phone bindings stay, like the account's content would. */
   forgetRules(): void {
     this.reviewRules.clear();
+    this.onChange();
   }
 
   close(): void {

@@ -5,7 +5,7 @@ import { SCOPES, PRESETS, WILDCARD } from '../tenants/scopes.ts';
 import { assertAdminToken, type AdminService } from './admin.service.ts';
 import {
   ApiKey, ApiKeyCreate, BusinessAccount, BusinessAccountConnect, BusinessAccountPatch, CreatedApiKey, KeyParams, Message, ScopeVocabulary, Tenant,
-  TenantCreate, TenantParams, TenantPatch,
+  TenantCreate, TenantListQuery, TenantPage, TenantParams, TenantPatch,
 } from './admin.schemas.ts';
 import { Type } from 'typebox';
 
@@ -14,6 +14,7 @@ export const adminRoutes: FastifyPluginAsyncTypebox<{ admin: AdminService; admin
 
   app.post('/tenants', { schema: { body: TenantCreate, response: { 201: Tenant } } },
     async (req, reply) => reply.code(201).send(await admin.createTenant(req.body.name, req.body.plan)));
+  app.get('/tenants', { schema: { querystring: TenantListQuery, response: { 200: TenantPage } } }, (req) => admin.listTenants(req.query));
   app.get('/tenants/:id', { schema: { params: TenantParams, response: { 200: Tenant } } }, (req) => admin.getTenant(req.params.id));
   app.patch('/tenants/:id', { schema: { params: TenantParams, body: TenantPatch, response: { 200: Tenant } } },
     (req) => admin.updateTenant(req.params.id, req.body));

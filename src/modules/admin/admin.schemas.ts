@@ -1,5 +1,6 @@
 import { Type, type Static } from 'typebox';
 import { Nullable } from '../../http/nullable.ts';
+import { PageOf, PageQuery } from '../../http/pagination.ts';
 import { PLAN_NAMES } from '../tenants/plans.ts';
 
 const PlanName = Type.Union(PLAN_NAMES.map((p) => Type.Literal(p)));
@@ -12,6 +13,13 @@ export const Tenant = Type.Object({
   created_at: Type.String(),
 });
 export type Tenant = Static<typeof Tenant>;
+
+export const TenantListQuery = Type.Object({
+  // Compared with stored text, which never holds U+0000.
+  name: Type.Optional(Type.String({ maxLength: 255, pattern: '^[^\\u0000]*$' })),
+  ...PageQuery.properties,
+});
+export const TenantPage = PageOf(Tenant);
 
 export const TenantCreate = Type.Object({
   name: Type.String({ minLength: 1, maxLength: 255 }),

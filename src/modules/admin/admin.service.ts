@@ -5,6 +5,8 @@ import type { ApiKeysTable, BusinessAccountsTable, TenantsTable } from '../../db
 import { encryptSecret } from '../../crypto/secrets.ts';
 import { AppError, conflict, notFound, validationError } from '../../http/errors.ts';
 import { isoOrNull } from '../../http/nullable.ts';
+import { offsetOf, paginationFor, type PageQuery, type Pagination } from '../../http/pagination.ts';
+import { pageWithTotal } from '../../db/page.ts';
 import { parseAllowlistEntry } from '../../http/ip-allowlist.ts';
 import { isUuid } from '../contacts/contacts.repository.ts';
 import { generateApiKey } from '../tenants/api-key-format.ts';
@@ -42,6 +44,14 @@ export class AdminService {
       .values({ id: randomUUID(), name, plan, api_requests_daily: PLANS[plan].apiRequestsDaily })
       .returningAll().executeTakeFirstOrThrow();
     return toTenant(row);
+  }
+
+  /** Live tenants, newest first; `name` matches a case-insensitive substring. */
+  async listTenants(query: PageQuery & { name?: string }): Promise<{ data: Tenant[]; pagination: Pagination }> {
+    let filtered = this.db.selectFrom('tenants').where('deleted_at', 'is', null);
+    if (query.name) filtered = filtered.where('name', 'ilike', `%${query.name.replace(/[\\%_]/g, (c) => `\\${c}`)}%`);
+    const { rows, total } = await pageWithTotal(filtered, (q) => q.selectAll().orderBy('created_at', 'desc').orderBy('id', 'desc').limit(query.limit).offset(offsetOf(query)));
+    return { data: rows.map(toTenant), pagination: paginationFor(query.page, query.limit, total) };
   }
 
   private async liveTenant(id: string) {
