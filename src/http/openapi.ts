@@ -98,6 +98,7 @@ const NAMED_SCHEMAS: Record<string, unknown> = {
   DeliveryRecoverRequest: webhooks.RecoverBody,
   DeliveryRecoverResult: webhooks.RecoverResult,
   Tenant: admin.Tenant,
+  TenantPage: admin.TenantPage,
   TenantCreate: admin.TenantCreate,
   TenantUpdate: admin.TenantPatch,
   ApiKey: admin.ApiKey,
