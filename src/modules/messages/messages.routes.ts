@@ -1,8 +1,15 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
-import { SendResult, SendTemplateMessage } from './messages.schemas.ts';
+import { Message, MessageListQuery, MessagePage, MessageParams, SendResult, SendTemplateMessage } from './messages.schemas.ts';
 import type { MessagesService } from './messages.service.ts';
 
 export const messagesRoutes: FastifyPluginAsyncTypebox<{ messages: MessagesService }> = async (app, { messages }) => {
   app.post('/messages/template', { config: { scopes: ['messages:send'], idempotent: true }, schema: { body: SendTemplateMessage, response: { 200: SendResult } } },
     (req) => messages.sendTemplate(req.auth.tenantId, req.body));
+
+  // Reading what was sent: messages are part of a contact's communication history, so they are read
+  // under contacts:read (the vocabulary has no messages:read; messages:send only sends).
+  app.get('/messages', { config: { scopes: ['contacts:read'] }, schema: { querystring: MessageListQuery, response: { 200: MessagePage } } },
+    (req) => messages.list(req.auth.tenantId, req.query));
+  app.get('/messages/:id', { config: { scopes: ['contacts:read'] }, schema: { params: MessageParams, response: { 200: Message } } },
+    (req) => messages.get(req.auth.tenantId, req.params.id));
 };

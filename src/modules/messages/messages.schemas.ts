@@ -1,4 +1,6 @@
 import { Type, type Static } from 'typebox';
+import { Nullable } from '../../http/nullable.ts';
+import { PageOf, PageQuery } from '../../http/pagination.ts';
 
 const Parameter = Type.Object({ type: Type.String({ minLength: 1, maxLength: 32 }) }, { additionalProperties: true });
 
@@ -23,3 +25,43 @@ export const SendResult = Type.Object({
   to: Type.String(),
 });
 export type SendResult = Static<typeof SendResult>;
+
+const STATUSES = ['accepted', 'sent', 'delivered', 'read', 'failed'] as const;
+
+/** A sent template message as stored, with its delivery status (GET /messages, GET /messages/{id}). */
+export const Message = Type.Object({
+  id: Type.String({ description: 'our id of the message (a campaign recipient\'s id for campaign sends)' }),
+  message_id: Nullable(Type.String({ description: 'the upstream message id, as in the send response and message.* events; null until the upstream accepted it' })),
+  to: Type.String(),
+  contact_id: Nullable(Type.String()),
+  campaign_id: Nullable(Type.String()),
+  template_name: Type.String(),
+  language: Type.String(),
+  status: Type.Union(STATUSES.map((s) => Type.Literal(s))),
+  sent_at: Nullable(Type.String()),
+  delivered_at: Nullable(Type.String()),
+  read_at: Nullable(Type.String()),
+  failed_at: Nullable(Type.String()),
+  error: Nullable(Type.Object({ code: Nullable(Type.Integer()), title: Type.String() })),
+  created_at: Type.String(),
+  updated_at: Nullable(Type.String()),
+});
+export type Message = Static<typeof Message>;
+
+export const MessageParams = Type.Object({
+  id: Type.String({ minLength: 1, maxLength: 255, pattern: '^[^\\u0000]*$', description: 'our message id or the upstream message id' }),
+});
+
+export const MessageListQuery = Type.Object({
+  to: Type.Optional(Type.String({ pattern: '^\\+[1-9][0-9]{1,14}$', description: 'recipient in E.164' })),
+  status: Type.Optional(Type.Union(STATUSES.map((s) => Type.Literal(s)))),
+  contact_id: Type.Optional(Type.String({ format: 'uuid' })),
+  campaign_id: Type.Optional(Type.String({ format: 'uuid' })),
+  template_name: Type.Optional(Type.String({ minLength: 1, maxLength: 512, pattern: '^[^\\u0000]*$' })),
+  created_after: Type.Optional(Type.String({ format: 'date-time', description: 'created at or after this instant' })),
+  created_before: Type.Optional(Type.String({ format: 'date-time', description: 'created before this instant' })),
+  ...PageQuery.properties,
+});
+export type MessageListQuery = Static<typeof MessageListQuery>;
+
+export const MessagePage = PageOf(Message);

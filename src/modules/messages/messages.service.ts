@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
 import type { Db } from '../../db/database.ts';
 import { StatementBatcher } from '../../db/statement-batcher.ts';
-import { AppError, validationError } from '../../http/errors.ts';
+import { AppError, notFound, validationError } from '../../http/errors.ts';
 import { faultPoint } from '../../faults.ts';
 import { completeIdempotencyKey, idempotencyScope, type IdempotencyScope } from '../../http/idempotency.ts';
 import type { SendComponent, UpstreamAccount, UpstreamClient } from '../../upstream/types.ts';
@@ -14,8 +14,10 @@ import { toE164 } from '../contacts/phone.ts';
 import type { MediaService } from '../media/media.service.ts';
 import { placeholderPlan } from '../templates/templates.grammar.ts';
 import { buildSendComponents } from './messages.components.ts';
+import { messageQueries } from './messages.queries.ts';
 import { messagesRepository as repo, type NewMessage } from './messages.repository.ts';
-import type { SendResult, SendTemplateMessage } from './messages.schemas.ts';
+import type { Message, MessageListQuery, SendResult, SendTemplateMessage } from './messages.schemas.ts';
+import { offsetOf, paginationFor, type Pagination } from '../../http/pagination.ts';
 
 export class MessagesService {
   // Concurrent sends share their prerequisite read and their two writes (before and after the
@@ -30,6 +32,18 @@ export class MessagesService {
     /** The phone numbers' throughput, shared with campaigns, so a running campaign leaves room for single sends. */
     private pacer?: SendPacer,
     private pacingWaitMs = 5000) {}
+
+  /** A stored message by our id or the upstream message id; another tenant's is a 404 like a missing one. */
+  async get(tenantId: string, id: string): Promise<Message> {
+    const message = await messageQueries.find(this.db, tenantId, id);
+    if (!message) throw notFound('Message');
+    return message;
+  }
+
+  async list(tenantId: string, query: MessageListQuery): Promise<{ data: Message[]; pagination: Pagination }> {
+    const { rows, total } = await messageQueries.list(this.db, tenantId, query, offsetOf(query));
+    return { data: rows, pagination: paginationFor(query.page, query.limit, total) };
+  }
 
   /**
    * Sends one approved template message. Every rule that can fail without the upstream is checked
