@@ -46,7 +46,7 @@ describe.skipIf(!hasPostgres)('contacts: bulk create (spec 4.3)', () => {
       { phone: uniquePhone() },                                                   // 1 missing first_name
       { first_name: 'BadPhone', phone: '12345' },                                 // 2 invalid phone
       { first_name: 'BadEmail', phone: uniquePhone(), email: 'nope' },            // 3 invalid email
-      { first_name: 'DupPhone', phone: `${p0.slice(0, 2)} ${p0.slice(2)}` },      // 4 same phone as 0, other notation
+      { first_name: 'DupPhone', phone: p0 },                                      // 4 same phone as 0
       { first_name: 'DupEmail', phone: uniquePhone(), email: 'OK0@example.com' }, // 5 same email as 0, other case
       { first_name: 'Taken', phone: existing.phone },                             // 6 phone of an existing contact
       { first_name: 'TakenMail', phone: uniquePhone(), email: 'OLD@example.com' },// 7 email of an existing contact
@@ -54,15 +54,17 @@ describe.skipIf(!hasPostgres)('contacts: bulk create (spec 4.3)', () => {
       { first_name: 'x'.repeat(256), phone: uniquePhone() },                      // 9 too long
       { first_name: 'Nul\u0000', phone: uniquePhone() },                          // 10 NUL character
       { first_name: 'Ok11', phone: uniquePhone(), tenant_id: crypto.randomUUID() },// 11 created; tenant_id ignored
+      { first_name: 'Spaced', phone: `${p0.slice(0, 2)} ${p0.slice(2)}` },        // 12 a valid number, not written in E.164
     ];
     const res = await call(t.app, tenant, 'POST', '/contacts/bulk', { contacts: items });
     expect(res.statusCode, res.body).toBe(201);
     const body = res.json();
-    expect(body).toMatchObject({ total: 12, created: 2, failed: 10 });
-    expect(body.errors.map((e: { index: number }) => e.index)).toEqual([1, 2, 3, 4, 5, 6, 7, 8, 9, 10]);
+    expect(body).toMatchObject({ total: 13, created: 2, failed: 11 });
+    expect(body.errors.map((e: { index: number }) => e.index)).toEqual([1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 12]);
     for (const e of body.errors) expect(typeof e.error === 'string' && e.error.length > 0).toBe(true);
     const errorOf = (i: number) => body.errors.find((e: { index: number }) => e.index === i).error as string;
-    expect(errorOf(4)).toMatch(/phone/);
+    expect(errorOf(4)).toBe('duplicate phone in this batch (same as item 0)');
+    expect(errorOf(12)).toBe(`phone must be a phone number in E.164 format (+<country code><number>, digits only, no spaces or punctuation): did you mean ${p0}?`);
     expect(errorOf(5)).toMatch(/email/);
     expect(errorOf(6)).toMatch(/phone/);
     expect(errorOf(7)).toMatch(/email/);

@@ -36,10 +36,13 @@ describe.skipIf(!hasPostgres)('contacts: get, PATCH and DELETE (spec 4.3)', () =
     expect(rows[1].data).toEqual(updated);
   });
 
-  it('PATCH normalises a new phone; null clears nullable fields', async () => {
+  it('PATCH takes a new phone in E.164 only (another notation is 400 with the E.164 form); null clears nullable fields', async () => {
     const tenant = await createTenant(t.app);
     const c = await add(tenant);
-    const res = await call(t.app, tenant, 'PATCH', `/contacts/${c.id}`, { phone: '+44 20 7946 0001', last_name: null, email: null, company: null, job_title: null, status: null });
+    const spaced = expectError(await call(t.app, tenant, 'PATCH', `/contacts/${c.id}`, { phone: '+44 20 7946 0001' }), 400, 'VALIDATION_ERROR');
+    expect(spaced.message).toMatch(/^phone must be a phone number in E\.164 format .*: did you mean \+442079460001\?$/);
+    expect((spaced.details as { loc: unknown[] }[])[0].loc).toEqual(['body', 'phone']);
+    const res = await call(t.app, tenant, 'PATCH', `/contacts/${c.id}`, { phone: '+442079460001', last_name: null, email: null, company: null, job_title: null, status: null });
     expect(res.statusCode, res.body).toBe(200);
     expect(res.json()).toMatchObject({ first_name: 'Ada', phone: '+442079460001', last_name: null, email: null, company: null, job_title: null, status: null, tags: ['a', 'b'] });
   });

@@ -33,7 +33,7 @@ describe('embedded default (PGlite, in-memory counters, no configuration)', () =
     expect((await fetch(`${base}/admin/v1/scopes`, { headers: { authorization: `Bearer ${adminToken}` } })).status).toBe(200);
 
     const auth = { authorization: `Bearer ${apiKey}`, 'content-type': 'application/json' };
-    const created = await fetch(`${base}/api/v1/public/contacts`, { method: 'POST', headers: auth, body: JSON.stringify({ first_name: 'Ada', phone: '+1 415 555 2671', email: 'ada@example.com', tags: ['vip'] }) });
+    const created = await fetch(`${base}/api/v1/public/contacts`, { method: 'POST', headers: auth, body: JSON.stringify({ first_name: 'Ada', phone: '+14155552671', email: 'ada@example.com', tags: ['vip'] }) });
     expect(created.status).toBe(201);
     expect(created.headers.get('x-ratelimit-limit-minute')).toBe('120');
     expect(created.headers.get('x-request-id')).toMatch(/^req_[0-9a-f]{12}$/);

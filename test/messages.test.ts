@@ -57,7 +57,7 @@ describe.skipIf(!hasPostgres)('messages: POST /messages/template', () => {
     if (comms.statusCode === 200) expect(comms.json().data[0]).toMatchObject({ direction: 'outbound', message_id: sent.message_id });
   });
 
-  it('validates `to` as E.164 (400) and normalises it', async () => {
+  it('takes `to` exactly in E.164: anything else is 400 naming the field, with the E.164 form of a valid number written otherwise', async () => {
     const tenant = await createConnectedTenant(t.app);
     const template = await createApprovedTemplate(t.app, tenant);
     for (const to of ['14155550123', '+1 555', 'not a phone']) {
@@ -66,7 +66,17 @@ describe.skipIf(!hasPostgres)('messages: POST /messages/template', () => {
       expect(res.json().error.code).toBe('VALIDATION_ERROR');
     }
     const phone = uniquePhone();
-    const ok = await call(t.app, tenant, 'POST', '/messages/template', { to: phone.replace('+1415', '+1 (415) '), template_name: template.template_name, components: bodyParams('a', 'b') });
+    for (const to of [phone.replace('+1415', '+1 (415) '), '+44 7400 123456', ` ${phone}`]) {
+      const res = await call(t.app, tenant, 'POST', '/messages/template', { to, template_name: template.template_name, components: bodyParams('a', 'b') });
+      expect(res.statusCode).toBe(400);
+      expect(res.json().error).toMatchObject({
+        code: 'VALIDATION_ERROR',
+        message: `to must be a phone number in E.164 format (+<country code><number>, digits only, no spaces or punctuation): did you mean ${to.includes('7400') ? '+447400123456' : phone}?`,
+        details: [{ loc: ['body', 'to'], input: to }],
+      });
+    }
+    expect(await sendsTo(phone)).toEqual([]);
+    const ok = await call(t.app, tenant, 'POST', '/messages/template', { to: phone, template_name: template.template_name, components: bodyParams('a', 'b') });
     expect(ok.statusCode).toBe(200);
     expect(ok.json().to).toBe(phone);
   });

@@ -9,7 +9,7 @@ import { unstorableText } from '../../http/storable-text.ts';
 import { offsetOf, paginationFor, type PageQuery } from '../../http/pagination.ts';
 import { contactsRepository as repo, type ContactFilter, type ContactRow, type ContactValues } from './contacts.repository.ts';
 import { ContactCreate, type BulkResult, type Contact, type ContactPatch } from './contacts.schemas.ts';
-import { toE164 } from './phone.ts';
+import { e164Problem } from './phone.ts';
 
 export function toContact(row: ContactRow): Contact {
   return {
@@ -38,12 +38,10 @@ function contactFields<T extends object>(input: T, fields: readonly string[]): P
   return Object.fromEntries(fields.filter((f) => f in input && (input as Record<string, unknown>)[f] !== undefined).map((f) => [f, (input as Record<string, unknown>)[f]]));
 }
 
-const INVALID_PHONE = 'phone must be a valid phone number in E.164 format (+<country code><number>)';
-
-function normalisedPhone(phone: string, loc: (string | number)[]): string {
-  const e164 = toE164(phone);
-  if (!e164) throw validationError(INVALID_PHONE, loc, phone);
-  return e164;
+function e164Phone(phone: string, loc: (string | number)[]): string {
+  const problem = e164Problem(phone, 'phone');
+  if (problem) throw validationError(problem, loc, phone);
+  return phone;
 }
 
 function describeFirstError(item: unknown): string {
@@ -69,7 +67,7 @@ export class ContactsService {
   }
 
   async create(tenantId: string, input: ContactCreate): Promise<Contact> {
-    const values: ContactValues = { ...contactFields(input, CREATE_FIELDS), first_name: input.first_name, phone: normalisedPhone(input.phone, ['body', 'phone']), source: input.source ?? 'api' };
+    const values: ContactValues = { ...contactFields(input, CREATE_FIELDS), first_name: input.first_name, phone: e164Phone(input.phone, ['body', 'phone']), source: input.source ?? 'api' };
     return this.db.transaction().execute(async (tx) => {
       const contact = toContact(await repo.insert(tx, tenantId, values));
       await recordEvents(tx, tenantId, [{ type: 'contact.created', data: contact }]);
@@ -93,8 +91,9 @@ export class ContactsService {
       const input = item as ContactCreate;
       const bad = unstorableText(input, []);
       if (bad) return errors.push({ index, error: `${bad.path.join('.')} ${bad.reason}` });
-      const phone = toE164(input.phone);
-      if (!phone) return errors.push({ index, error: INVALID_PHONE });
+      const problem = e164Problem(input.phone, 'phone');
+      if (problem) return errors.push({ index, error: problem });
+      const phone = input.phone;
       const email = input.email?.toLowerCase();
       if (seenPhones.has(phone)) return errors.push({ index, error: `duplicate phone in this batch (same as item ${seenPhones.get(phone)})` });
       if (email && seenEmails.has(email)) return errors.push({ index, error: `duplicate email in this batch (same as item ${seenEmails.get(email)})` });
@@ -125,7 +124,7 @@ export class ContactsService {
 
   async update(tenantId: string, id: string, patch: ContactPatch): Promise<Contact> {
     const changes: Partial<ContactValues> = contactFields(patch, PATCH_FIELDS);
-    if (patch.phone !== undefined) changes.phone = normalisedPhone(patch.phone, ['body', 'phone']);
+    if (patch.phone !== undefined) changes.phone = e164Phone(patch.phone, ['body', 'phone']);
     return this.db.transaction().execute(async (tx) => {
       const current = await repo.lockById(tx, tenantId, id);
       if (!current) throw notFound('Contact');

@@ -10,7 +10,7 @@ import type { SendPacer } from './send-pacer.ts';
 import { findAccountsAndApprovedTemplates, noActiveAccount, toUpstreamAccount } from '../business-accounts/business-accounts.repository.ts';
 import { upstreamFailure } from '../business-accounts/upstream-failures.ts';
 import { addCommunication } from '../contacts/communications.repository.ts';
-import { toE164 } from '../contacts/phone.ts';
+import { e164Problem } from '../contacts/phone.ts';
 import type { MediaService } from '../media/media.service.ts';
 import { placeholderPlan } from '../templates/templates.grammar.ts';
 import { buildSendComponents } from './messages.components.ts';
@@ -52,8 +52,9 @@ export class MessagesService {
    * response still finds its message.
    */
   async sendTemplate(tenantId: string, input: SendTemplateMessage): Promise<SendResult> {
-    const to = toE164(input.to);
-    if (!to) throw validationError('to must be a valid phone number in E.164 format (+<country code><number>)', ['body', 'to'], input.to);
+    const problem = e164Problem(input.to, 'to');
+    if (problem) throw validationError(problem, ['body', 'to'], input.to);
+    const to = input.to;
     const language = input.language ?? 'en';
     const { account, template } = await this.lookups.submit({ tenantId, templateName: input.template_name, language });
     if (!account) throw noActiveAccount();
