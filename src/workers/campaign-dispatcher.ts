@@ -2,7 +2,7 @@ import type { Logger } from 'pino';
 import type { Db } from '../db/database.ts';
 import { decryptSecret } from '../crypto/secrets.ts';
 import { resolveSendComponents, type MediaForSend, type VariableMapping } from '../modules/campaigns/campaigns.mapping.ts';
-import { campaignQueue, type ClaimedRecipient, type RunningCampaign } from '../modules/campaigns/campaigns.queue.ts';
+import { campaignQueue, FIRST_ID, type ClaimedRecipient, type RunningCampaign } from '../modules/campaigns/campaigns.queue.ts';
 import { campaignsRepository } from '../modules/campaigns/campaigns.repository.ts';
 import { recordTransition } from '../modules/campaigns/campaigns.service.ts';
 import type { MediaService } from '../modules/media/media.service.ts';
@@ -40,6 +40,8 @@ type Outcomes = Parameters<typeof campaignQueue.recordOutcomes>[1];
  */
 export class CampaignDispatcher {
   private inFlight = new Set<Promise<void>>();
+  /** Per campaign, the last recipient id this process claimed. */
+  private cursors = new Map<string, string>();
   private lastReconcile = 0;
 
   constructor(private db: Db, private upstream: UpstreamClient, private media: MediaService, private pacer: SendPacer,
@@ -81,13 +83,28 @@ export class CampaignDispatcher {
     if (!campaign.has_due) return campaign.pending_count <= 0 && (await campaignQueue.completeIfDone(this.db, campaign.id)) ? 1 : 0;
     const reservation = await this.pacer.reserve(campaign.phone_number_id!, campaign.batch_size, campaign.messages_per_second ?? 80);
     if (reservation.granted === 0) return 0;
-    const recipients = await campaignQueue.claim(this.db, campaign.id, reservation.granted, this.options.leaseMs);
+    const recipients = await this.claim(campaign.id, reservation.granted);
     if (recipients.length === 0) return (await campaignQueue.completeIfDone(this.db, campaign.id)) ? 1 : 0;
     const batch = this.sendBatch(campaign, recipients, reservation.startAt, reservation.intervalMs)
       .catch((err) => this.logger?.error({ err, campaign_id: campaign.id }, 'campaign batch failed; its recipients are reconciled after their lease'))
       .finally(() => { this.inFlight.delete(batch); });
     this.inFlight.add(batch);
     return recipients.length;
+  }
+
+  /**
+   * Claims from where this process's last claim of the campaign ended, and from the start again
+   * once nothing is left after it (recipients re-queued by a rate limit or by reconciliation).
+   */
+  private async claim(campaignId: string, limit: number): Promise<ClaimedRecipient[]> {
+    const after = this.cursors.get(campaignId) ?? FIRST_ID;
+    let claimed = await campaignQueue.claim(this.db, campaignId, limit, this.options.leaseMs, after);
+    if (claimed.length === 0 && after !== FIRST_ID) claimed = await campaignQueue.claim(this.db, campaignId, limit, this.options.leaseMs);
+    if (claimed.length > 0) {
+      if (this.cursors.size > 10_000) this.cursors.clear();
+      this.cursors.set(campaignId, claimed.reduce((max, r) => (r.id > max ? r.id : max), claimed[0].id));
+    }
+    return claimed;
   }
 
   /** Why the campaign cannot go on: template no longer approved under the account, account gone. */

@@ -50,6 +50,9 @@ export interface ClaimedRecipient {
 /** Recipient status order; failed is final. pending and sending share rank 0. */
 const RANK_SQL = (column: string) => sql.raw(`(CASE ${column} WHEN 'sent' THEN 1 WHEN 'delivered' THEN 2 WHEN 'read' THEN 3 WHEN 'failed' THEN 4 ELSE 0 END)`);
 
+/** The smallest UUID: a claim from the start of a campaign's recipients. */
+export const FIRST_ID = '00000000-0000-0000-0000-000000000000';
+
 const tenantFilter = (alias: string, tenants: string[] | undefined) =>
   tenants ? sql`${sql.ref(`${alias}.tenant_id`)} = ANY(${tenants}::uuid[])` : sql`true`;
 
@@ -77,13 +80,15 @@ export const campaignQueue = {
 
   /**
    * Claims up to `limit` due pending recipients of a campaign that is still RUNNING (a paused or
-   * stopped campaign gets nothing new), with their contacts' current values.
+   * stopped campaign gets nothing new), with their contacts' current values, in id order after
+   * `after`: a claimer keeps its place instead of stepping again over the index entries of every
+   * recipient claimed before (left until vacuum, they made each claim slower than the last).
    */
-  async claim(db: Db, campaignId: string, limit: number, leaseMs: number): Promise<ClaimedRecipient[]> {
+  async claim(db: Db, campaignId: string, limit: number, leaseMs: number, after = FIRST_ID): Promise<ClaimedRecipient[]> {
     const { rows } = await sql<ClaimedRecipient>`
       WITH picked AS (
         SELECT r.id FROM campaign_recipients r
-        WHERE r.campaign_id = ${campaignId}::uuid AND r.status = 'pending' AND (r.not_before IS NULL OR r.not_before <= now())
+        WHERE r.campaign_id = ${campaignId}::uuid AND r.status = 'pending' AND r.id > ${after}::uuid AND (r.not_before IS NULL OR r.not_before <= now())
           AND EXISTS (SELECT 1 FROM campaigns c WHERE c.id = ${campaignId}::uuid AND c.status = 'RUNNING')
         ORDER BY r.id LIMIT ${limit}
         FOR UPDATE OF r SKIP LOCKED),
