@@ -2,6 +2,7 @@ import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { EVENT_TYPES } from '../src/events/events.ts';
 import { ERROR_CODES } from '../src/http/errors.ts';
+import { ADMIN_OPERATIONS, PUBLIC_OPERATIONS } from '../src/http/openapi.operations.ts';
 import { adminHeaders, startTestApp, type TestApp } from './helpers/app.ts';
 
 type Json = Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any
@@ -70,6 +71,13 @@ describe('OpenAPI documents', () => {
     expect(publicDoc['x-undocumented-operations']).toBeUndefined();
     expect(adminDoc['x-undocumented-operations']).toBeUndefined();
     expect(operations(publicDoc).length).toBe(publicRoutes.length + 2); // and the two health routes
+    // ...and no entry there outlives its route.
+    for (const [table, document] of [[PUBLIC_OPERATIONS, publicDoc], [ADMIN_OPERATIONS, adminDoc]] as const) {
+      for (const key of Object.keys(table)) {
+        const [method, path] = key.split(' ');
+        expect(document.paths[path]?.[method.toLowerCase()]?.operationId, key).toBe(table[key].operationId);
+      }
+    }
   });
 
   it('marks no optional query parameter required (page and limit have defaults)', () => {

@@ -123,9 +123,12 @@ export const PUBLIC_OPERATIONS: Record<string, OperationDoc> = {
   },
   'GET /messages': {
     operationId: 'listMessages', summary: 'List sent messages', tag: 'Messages',
-    description: 'Newest first, with the delivery status of each message.',
+    description: 'Newest first, with the delivery status of each message (single sends and campaign sends). Filters: `to`, `status`, `contact_id`, `campaign_id`, `template_name`, and `created_after` (inclusive) / `created_before` (exclusive).',
   },
-  'GET /messages/{id}': { operationId: 'getMessage', summary: 'Get a sent message', tag: 'Messages', notFound: 'Message not found' },
+  'GET /messages/{id}': {
+    operationId: 'getMessage', summary: 'Get a sent message', tag: 'Messages', notFound: 'Message not found',
+    description: 'By the `message_id` of the send response and the message.* events, or by our `id`: its status, status timestamps and error.',
+  },
 
   // Media
   'POST /media': {

@@ -63,6 +63,8 @@ const NAMED_SCHEMAS: Record<string, unknown> = {
   SendTemplateMessage: messages.SendTemplateMessage,
   SendComponent: messages.SendComponentInput,
   SendResult: messages.SendResult,
+  Message: messages.Message,
+  MessagePage: messages.MessagePage,
   Media: media.Media,
   MediaPage: media.MediaPage,
   Campaign: campaigns.Campaign,
