@@ -10,6 +10,9 @@
  * 2. Delivered events/s: N events committed to the outbox first, then the real deliverer drains them
  *    into the same receiver (claim, sign, POST, batched attempt records), same concurrency as 1.
  * Then 3. latency from event commit to receipt at a fixed 500 events/s (p50/p95/p99).
+ * And 4. ONE endpoint with the deliverer's DEFAULT settings (poll, per-endpoint cap 8, process cap),
+ *    beside raw undici `request` POSTs at that same cap of 8 in flight, again in interleaved rounds:
+ *    most tenants have exactly one endpoint, and there the per-endpoint cap is the limit.
  *
  * The receiver runs in a worker thread so it does not share an event loop with the deliverer.
  */
@@ -38,6 +41,9 @@ const DRAIN_EVENTS = Number(process.env.BENCH_WEBHOOK_EVENTS ?? 20_000);
 const RAW_REQUESTS = Number(process.env.BENCH_WEBHOOK_RAW_REQUESTS ?? 20_000);
 const LATENCY_RATE = 500; // events per second
 const LATENCY_SECONDS = Number(process.env.BENCH_WEBHOOK_LATENCY_SECONDS ?? 10);
+const ONE_ENDPOINT_EVENTS = Number(process.env.BENCH_WEBHOOK_ONE_ENDPOINT_EVENTS ?? 5_000);
+/** Settings the one-endpoint phase must not inherit from the benchmark's own: it runs the defaults. */
+const DELIVERER_SETTINGS = ['WEBHOOK_POLL_MS', 'WEBHOOK_CONCURRENCY', 'WEBHOOK_ENDPOINT_CONCURRENCY', 'WEBHOOK_RETRY_CONCURRENCY', 'WEBHOOK_LEASE_MS', 'WEBHOOK_TIMEOUT_MS', 'WEBHOOK_RETRY_DELAYS_MS'];
 
 const RECEIVER_SOURCE = `
 const { parentPort, workerData } = require('node:worker_threads');
@@ -119,13 +125,17 @@ export async function run(): Promise<object> {
   if (!process.env.DATABASE_URL) throw new Error('bench webhooks needs DATABASE_URL');
   const { certFile, cert, key } = certificate();
   const receiver = await startReceiver(cert, key);
-  const config = loadConfig({
-    ...process.env,
+  const baseEnv = {
+    ...Object.fromEntries(Object.entries(process.env).filter(([name]) => !DELIVERER_SETTINGS.includes(name))),
     DATA_DIR: mkdtempSync(join(tmpdir(), 'wh-bench-data-')),
     SEED_DEMO: 'false',
     LOG_LEVEL: 'silent',
     WEBHOOK_EXTRA_CA_FILE: certFile,
     WEBHOOK_ALLOW_PRIVATE_NETWORKS: 'true',
+  };
+  const defaults = loadConfig(baseEnv);
+  const config = loadConfig({
+    ...baseEnv,
     WEBHOOK_POLL_MS: process.env.WEBHOOK_POLL_MS ?? '10',
     WEBHOOK_CONCURRENCY: String(CONCURRENCY),
     WEBHOOK_ENDPOINT_CONCURRENCY: String(CONCURRENCY),
@@ -143,13 +153,13 @@ export async function run(): Promise<object> {
     .where('tenant_id', '=', tenantId).where('status', op, statuses)
     .executeTakeFirstOrThrow().then((r) => Number(r.n));
 
-  /** RAW_REQUESTS POSTs of the envelope, CONCURRENCY at a time; requests/s and main-thread µs per request. */
-  async function rawRound(send: (agent: Agent) => Promise<void>, requests = RAW_REQUESTS) {
+  /** RAW_REQUESTS POSTs of the envelope, `concurrency` at a time; requests/s and main-thread µs per request. */
+  async function rawRound(send: (agent: Agent) => Promise<void>, requests = RAW_REQUESTS, concurrency = CONCURRENCY) {
     const agent = new Agent({ connect: { ca: [cert] } });
     let sent = 0;
     const elu = performance.eventLoopUtilization();
     const started = performance.now();
-    await Promise.all(Array.from({ length: CONCURRENCY }, async () => {
+    await Promise.all(Array.from({ length: concurrency }, async () => {
       while (sent < requests) {
         sent++;
         await send(agent);
@@ -167,8 +177,8 @@ export async function run(): Promise<object> {
   };
   const viaDispatch = async (agent: Agent) => { await post(agent, new URL(receiver.url), { 'content-type': 'application/json' }, payload, 10_000); };
 
-  /** Fills the outbox with DRAIN_EVENTS deliveries, then times the real deliverer draining them. */
-  async function drainRound(events = DRAIN_EVENTS) {
+  /** Fills the outbox with DRAIN_EVENTS deliveries, then times the real deliverer (settings of `c`) draining them. */
+  async function drainRound(events = DRAIN_EVENTS, c = config) {
     // The queue relies on autovacuum to drop the dead row versions of earlier rounds; this test
     // server runs without it, so every round starts from a vacuumed table.
     await sql`VACUUM (ANALYZE) webhook_deliveries, webhook_payloads, webhook_endpoints`.execute(db);
@@ -176,12 +186,12 @@ export async function run(): Promise<object> {
       const batch = Array.from({ length: Math.min(1000, events - i) }, () => ({ type: 'contact.created' as const, data: sampleData(++seq) }));
       await db.transaction().execute((tx) => recordEvents(tx, tenantId, batch));
     }
-    const deliverer = createWebhookDeliverer(deps);
+    const deliverer = createWebhookDeliverer({ ...deps, config: c });
     const profiler = await startProfiler();
     const elu = performance.eventLoopUtilization();
     const cpu = process.cpuUsage();
     const started = performance.now();
-    loops = startLoops([deliverer.loop()], config.webhookPollMs, pino({ level: 'silent' }));
+    loops = startLoops([deliverer.loop()], c.webhookPollMs, pino({ level: 'silent' }));
     await waitFor(async () => (await receiver.count()) >= events, 300_000);
     const seconds = (performance.now() - started) / 1000;
     const busy = performance.eventLoopUtilization(elu);
@@ -251,6 +261,30 @@ export async function run(): Promise<object> {
     }
     latencies.sort((a, b) => a - b);
 
+    // 4. One endpoint, default deliverer settings, against raw undici at the same per-endpoint cap.
+    await loops.stop();
+    loops = null;
+    const cap = defaults.webhookEndpointConcurrency;
+    const oneRounds: { raw_request: Awaited<ReturnType<typeof rawRound>>; drain: Awaited<ReturnType<typeof drainRound>> }[] = [];
+    await drainRound(Math.min(1_000, ONE_ENDPOINT_EVENTS), defaults);
+    for (let round = 0; round < ROUNDS; round++) {
+      oneRounds.push({ raw_request: await rawRound(viaRequest, ONE_ENDPOINT_EVENTS, cap), drain: await drainRound(ONE_ENDPOINT_EVENTS, defaults) });
+    }
+    const oneRaw = median(oneRounds.map((r) => r.raw_request.per_second));
+    const oneDelivered = median(oneRounds.map((r) => r.drain.per_second));
+    const oneEndpoint = {
+      settings: {
+        poll_ms: defaults.webhookPollMs, concurrency: defaults.webhookConcurrency, endpoint_concurrency: cap, retry_concurrency: defaults.webhookRetryConcurrency,
+      },
+      events_per_round: ONE_ENDPOINT_EVENTS,
+      raw_undici_request_per_second: oneRaw,
+      per_second: oneDelivered,
+      ratio_to_raw_request: Number((oneDelivered / oneRaw).toFixed(3)),
+      meets_target: oneDelivered / oneRaw >= 0.5,
+      not_success: await countDeliveries('not in', ['success']),
+      per_round: oneRounds,
+    };
+
     const result = {
       concurrency: CONCURRENCY,
       rounds: ROUNDS,
@@ -266,11 +300,13 @@ export async function run(): Promise<object> {
         p50_ms: percentile(latencies, 50), p95_ms: percentile(latencies, 95), p99_ms: percentile(latencies, 99), max_ms: latencies[latencies.length - 1],
       },
       per_round: rounds,
-      targets: { ratio_to_raw_request_at_least: 0.5, p99_ms_at_most: 250 },
+      one_endpoint_defaults: oneEndpoint,
+      targets: { ratio_to_raw_request_at_least: 0.5, p99_ms_at_most: 250, one_endpoint_defaults_ratio_at_least: 0.5 },
     };
     console.log(`webhooks: median of ${ROUNDS} interleaved rounds: raw undici request ${rawRequest}/s, dispatch ${rawDispatch}/s; `
       + `outbox->receiver ${delivered}/s (ratio ${result.ratio_to_raw_request} of request, ${result.ratio_to_raw_dispatch} of dispatch); `
-      + `commit->receipt at 500/s p50 ${result.latency_at_500_per_second.p50_ms} ms p99 ${result.latency_at_500_per_second.p99_ms} ms`);
+      + `commit->receipt at 500/s p50 ${result.latency_at_500_per_second.p50_ms} ms p99 ${result.latency_at_500_per_second.p99_ms} ms; `
+      + `one endpoint at defaults ${oneDelivered}/s against raw undici request at ${cap} in flight ${oneRaw}/s (ratio ${oneEndpoint.ratio_to_raw_request})`);
     return result;
   } finally {
     await loops?.stop();

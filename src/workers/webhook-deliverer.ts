@@ -15,6 +15,8 @@ const DRAIN_GRACE_MS = 2_000;
  * URL change or delete on the old values to rows claimed within this moment before it.
  */
 const MAX_WAIT_MS = 1_000;
+/** Per endpoint, about this long's worth of its attempts may be claimed ahead (see aheadOf). */
+const AHEAD_MS = 100;
 
 interface Waiting {
   row: ClaimedDelivery;
@@ -48,6 +50,13 @@ export interface DelivererOptions {
  * holds a few slots, never all of them); retries may use at most `retryConcurrency` slots, so the
  * rest is always available to first attempts and a backlog of retries to dead endpoints cannot
  * starve fresh traffic. A slot is released only after its result is recorded.
+ *
+ * Per endpoint: at most its cap in flight, and behind them a claim-ahead of one cap, or for an
+ * endpoint that answers fast, about AHEAD_MS of its attempts (see aheadOf): with one cap ahead, a
+ * fast endpoint's slots sat empty for most of every claim round trip. A claim that finds nothing
+ * because the endpoints with work are at those limits is not idleness: the loop waits for such an
+ * endpoint to finish attempts, not the idle poll. (With the idle poll and one cap ahead, one endpoint
+ * at the default settings got 16 rows per WEBHOOK_POLL_MS: ~130 events/s however fast its receiver.)
  */
 export class WebhookDeliverer {
   private inflight = 0;
@@ -59,6 +68,11 @@ export class WebhookDeliverer {
   private readyCount = 0;
   private readyRetries = 0;
   private lastRetryClaim = 0;
+  /**
+   * Per endpoint: recent attempt duration (ms, moving average), and when it last made progress (an
+   * attempt ended, or one started with none in flight). Sizes its claim-ahead.
+   */
+  private pace = new Map<string, { ms: number; progressAt: number }>();
   private finished: AttemptResult[] = [];
   /** Flushes in progress (at most MAX_PARALLEL_FLUSHES). */
   private flushes = new Set<Promise<void>>();
@@ -68,7 +82,7 @@ export class WebhookDeliverer {
   private stopping = false;
   private drained = false;
   /** Counters for benchmarks and metrics: claim and record round trips and the time they took. */
-  readonly stats = { claims: 0, claimed: 0, claimMs: 0, flushes: 0, flushed: 0, flushMs: 0, slotWaits: 0, expiredWaiting: 0 };
+  readonly stats = { claims: 0, claimed: 0, largestClaim: 0, claimMs: 0, flushes: 0, flushed: 0, flushMs: 0, slotWaits: 0, capWaits: 0, expiredWaiting: 0 };
 
   constructor(private db: Db, private sender: WebhookSender, private options: DelivererOptions, private logger: Logger) {}
 
@@ -82,7 +96,7 @@ export class WebhookDeliverer {
     const { concurrency, endpointConcurrency, retryConcurrency, leaseMs } = this.options;
     this.fill();
     // Claim in batches, when half of the run-ahead is used up; and not while too many results wait
-    // to be recorded (the database is slow or down). Only rows that could start count as run-ahead:
+    // to be recorded (the database is slow or down). Only rows about to start count as run-ahead:
     // rows held back by a saturated (slow or hung) endpoint must not stop claims for the others.
     if (this.startableWaiting() >= Math.ceil(concurrency / 2) || this.finished.length > 2 * concurrency) {
       this.stats.slotWaits++;
@@ -90,9 +104,9 @@ export class WebhookDeliverer {
       return 1;
     }
     const room = Math.max(0, 2 * concurrency - this.inflight - this.readyCount);
-    // Per endpoint, in flight plus waiting stays within twice its cap.
+    // Per endpoint, in flight plus waiting stays within its limit (limitOf; two caps by default).
     const claim = (kind: 'first' | 'retry', limit: number) =>
-      claimDueDeliveries(this.db, { kind, limit, endpointCap: 2 * endpointConcurrency, busy: this.heldPerEndpoint(), leaseMs });
+      claimDueDeliveries(this.db, { kind, limit, endpointCap: 2 * endpointConcurrency, room: this.roomPerEndpoint(), leaseMs });
     const started = performance.now();
     const fresh = await claim('first', room);
     this.enqueue(fresh, false);
@@ -108,9 +122,20 @@ export class WebhookDeliverer {
     }
     this.stats.claims++;
     this.stats.claimed += fresh.length + retries.length;
+    this.stats.largestClaim = Math.max(this.stats.largestClaim, fresh.length + retries.length);
     this.stats.claimMs += performance.now() - started;
     this.fill();
-    return fresh.length + retries.length;
+    const claimed = fresh.length + retries.length;
+    // Endpoints at their limit were skipped by the claim, so room it left is no sign that nothing is due.
+    const capped = this.cappedEndpoints();
+    if (capped.length === 0 || (room > 0 && fresh.length >= room)) return claimed;
+    // The claim took every due row of the endpoints below their limit; what is left waits on the
+    // capped ones. Claim again once one of them has room for half a cap (not a claim per finished
+    // attempt), or after the idle interval for other endpoints' new work.
+    this.stats.capWaits++;
+    const reclaim = Math.ceil(endpointConcurrency / 2);
+    await this.waitForSlots(this.options.pollMs, () => capped.some((id) => this.heldBy(id) <= this.limitOf(id) - reclaim));
+    return Math.max(1, claimed);
   }
 
   /**
@@ -183,17 +208,72 @@ export class WebhookDeliverer {
     }
   }
 
-  /** Waiting rows whose endpoint has a free slot for them. */
+  /** Waiting rows that will start soon: those a free slot awaits, and a fast endpoint's claim-ahead. */
   private startableWaiting(): number {
     let startable = 0;
     for (const queue of this.ready.values()) {
-      const busy = this.busy.get(queue[0].row.endpoint_id) ?? 0;
-      startable += Math.min(queue.length, Math.max(0, this.options.endpointConcurrency - busy));
+      const id = queue[0].row.endpoint_id;
+      const free = Math.max(0, this.options.endpointConcurrency - (this.busy.get(id) ?? 0));
+      startable += Math.min(queue.length, free + this.aheadOf(id) - this.options.endpointConcurrency);
     }
     return startable;
   }
 
-  /** Rows in flight plus rows waiting, per endpoint: what a claim counts against the endpoint's room. */
+  /** Endpoints whose rows in flight plus waiting reached their limit: a claim skips them. */
+  private cappedEndpoints(): string[] {
+    return [...this.heldPerEndpoint()].filter(([id, held]) => held >= this.limitOf(id)).map(([id]) => id);
+  }
+
+  /** Rows an endpoint may have in flight and waiting together. */
+  private limitOf(endpointId: string): number {
+    return this.options.endpointConcurrency + this.aheadOf(endpointId);
+  }
+
+  /**
+   * Claimed rows that may wait behind an endpoint's slots: what its slots get through in AHEAD_MS at
+   * its recent response times, so a row waits about that long (well within MAX_WAIT_MS). Sized by
+   * response times, not by the rate achieved, which a too small claim-ahead would hold down. At
+   * least one cap's worth (an endpoint not attempted yet, or a slow one); at most half the process's
+   * run-ahead, so one endpoint leaves the other half to the rest. An endpoint that stopped answering
+   * (attempts in flight, no progress for AHEAD_MS) is back to one cap at once, not after its timeouts:
+   * no more rows are claimed for it, and those it holds no longer count as about to start (they are
+   * given back after MAX_WAIT_MS).
+   */
+  private aheadOf(endpointId: string): number {
+    const { endpointConcurrency, concurrency } = this.options;
+    const pace = this.pace.get(endpointId);
+    if (!pace || ((this.busy.get(endpointId) ?? 0) > 0 && performance.now() - pace.progressAt > AHEAD_MS)) return endpointConcurrency;
+    return Math.max(endpointConcurrency, Math.min(Math.floor((endpointConcurrency * AHEAD_MS) / Math.max(1, pace.ms)), concurrency));
+  }
+
+  private recordPace(endpointId: string, ms: number, now: number) {
+    const pace = this.pace.get(endpointId);
+    if (pace) {
+      pace.ms = pace.ms * 0.8 + ms * 0.2;
+      pace.progressAt = now;
+      return;
+    }
+    if (this.pace.size > 10_000) this.pace.clear();
+    this.pace.set(endpointId, { ms, progressAt: now });
+  }
+
+  /** What a claim may still take per endpoint, where that is not the default of two caps. */
+  private roomPerEndpoint(): Map<string, number> {
+    const held = this.heldPerEndpoint();
+    const room = new Map<string, number>();
+    for (const [id, n] of held) room.set(id, Math.max(0, this.limitOf(id) - n));
+    for (const id of this.pace.keys()) {
+      if (!room.has(id) && this.aheadOf(id) > this.options.endpointConcurrency) room.set(id, this.limitOf(id));
+    }
+    return room;
+  }
+
+  /** One endpoint's rows in flight plus waiting (both kinds). */
+  private heldBy(endpointId: string): number {
+    return (this.busy.get(endpointId) ?? 0) + (this.ready.get(`first:${endpointId}`)?.length ?? 0) + (this.ready.get(`retry:${endpointId}`)?.length ?? 0);
+  }
+
+  /** Rows in flight plus rows waiting, per endpoint: what counts against the endpoint's limit. */
   private heldPerEndpoint(): Map<string, number> {
     const held = new Map(this.busy);
     for (const queue of this.ready.values()) {
@@ -206,11 +286,17 @@ export class WebhookDeliverer {
   private start(row: ClaimedDelivery, isRetry: boolean) {
     this.inflight += 1;
     if (isRetry) this.inflightRetries += 1;
-    this.busy.set(row.endpoint_id, (this.busy.get(row.endpoint_id) ?? 0) + 1);
+    const busy = this.busy.get(row.endpoint_id) ?? 0;
+    this.busy.set(row.endpoint_id, busy + 1);
+    const startedAt = performance.now();
+    const pace = this.pace.get(row.endpoint_id);
+    if (pace && busy === 0) pace.progressAt = startedAt;
     const attempt = this.attemptOne(row).catch((err) => this.failed(row, 'internal', String(err))).then((result) => {
       // The HTTP slot is free as soon as the attempt ends; the row stays leased (invisible to
       // claims) until its result is recorded, so releasing early never double-sends.
       this.release(result.delivery);
+      const now = performance.now();
+      this.recordPace(row.endpoint_id, now - startedAt, now);
       if (this.drained) return; // shutting down past the grace: the lease brings it back
       this.finished.push(result);
       this.scheduleFlush();
@@ -293,11 +379,13 @@ export class WebhookDeliverer {
     }
   }
 
-  private waitForSlots(timeoutMs: number): Promise<void> {
+  /** Resolves when a slot frees (an attempt finished or results were recorded) and `ready` holds, or after `timeoutMs`. */
+  private waitForSlots(timeoutMs: number, ready: () => boolean = () => true): Promise<void> {
     return new Promise((resolve) => {
-      const done = () => { clearTimeout(timer); this.slotWaiters.delete(done); resolve(); };
+      const done = () => { clearTimeout(timer); this.slotWaiters.delete(wake); resolve(); };
+      const wake = () => { if (this.stopping || ready()) done(); };
       const timer = setTimeout(done, timeoutMs);
-      this.slotWaiters.add(done);
+      this.slotWaiters.add(wake);
     });
   }
 }

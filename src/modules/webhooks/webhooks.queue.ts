@@ -33,16 +33,16 @@ export interface ClaimOptions {
   /** First attempts (attempt_number 0) or retries: claimed separately so retries can be capped. */
   kind: 'first' | 'retry';
   limit: number;
-  /** In-flight attempts allowed per endpoint (per worker process). */
+  /** Rows claimed at most per endpoint (per worker process), for endpoints not in `room`. */
   endpointCap: number;
-  /** This worker's attempts in flight per endpoint id; they reduce that endpoint's room. */
-  busy?: Map<string, number>;
+  /** Rows this worker may still claim per endpoint id (its cap less what it holds); overrides endpointCap. */
+  room?: Map<string, number>;
   leaseMs: number;
 }
 
 /**
  * Claims due deliveries of active endpoints. For each endpoint with due work (random order, so no
- * endpoint is systematically served last), locks at most `cap - busy` of its oldest due rows with
+ * endpoint is systematically served last), locks at most its room of its oldest due rows with
  * SKIP LOCKED and leases them. A row whose lease expired (its worker died) is due again, with its
  * attempt count unchanged: the lost attempt is not counted. Rows held back by the cap stay due and
  * spend nothing. The cap is per worker process (n workers allow n x cap to one endpoint): counting
@@ -53,13 +53,13 @@ export async function claimDueDeliveries(db: Queryable, o: ClaimOptions): Promis
   if (o.limit <= 0) return [];
   const kind = o.kind === 'first' ? sql`d.attempt_number = 0` : sql`d.attempt_number > 0`;
   const due = sql`d.status IN ('pending', 'retrying') AND d.next_attempt_at <= now() AND (d.lease_until IS NULL OR d.lease_until <= now()) AND ${kind}`;
-  const busyIds = [...(o.busy?.keys() ?? [])];
-  const busyCounts = busyIds.map((id) => o.busy!.get(id)!);
+  const roomIds = [...(o.room?.keys() ?? [])];
+  const roomCounts = roomIds.map((id) => o.room!.get(id)!);
   const result = await sql<ClaimedDelivery>`
     WITH candidates AS (
-      SELECT e.id AS endpoint_id, e.url, e.signing_secret_enc, ${o.endpointCap}::int - coalesce(b.n, 0) AS room
+      SELECT e.id AS endpoint_id, e.url, e.signing_secret_enc, coalesce(b.n, ${o.endpointCap}::int) AS room
       FROM webhook_endpoints e
-      LEFT JOIN unnest(${busyIds}::uuid[], ${busyCounts}::int[]) AS b(id, n) ON b.id = e.id
+      LEFT JOIN unnest(${roomIds}::uuid[], ${roomCounts}::int[]) AS b(id, n) ON b.id = e.id
       -- No EXISTS pre-filter: it was planned as a semi join scanning every due row per endpoint
       -- (92 endpoints x 20,000 due rows: 150 ms per claim). The lateral below is one index probe
       -- per active endpoint, and endpoints with nothing due simply contribute no rows.
