@@ -1,3 +1,4 @@
+import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { readFileSync, mkdtempSync, readdirSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -89,7 +90,9 @@ export async function run(): Promise<object> {
   const port = await freePort();
   const url = `http://127.0.0.1:${port}`;
   const sandbox = await createSandbox({ port: 0, appSecret, reviewMs: 50, callbackUrl: `${url}/upstream/webhook`, sendsLogCapacity: Math.max(200_000, DISPATCH * 2) });
-  const service = await startProcess('src/server.ts', {
+  // What `npm start` runs: the compiled build (built first if src/ is newer).
+  execFileSync(process.execPath, ['scripts/build.mjs', '--if-stale'], { stdio: 'inherit' });
+  const service = await startProcess('dist/server.js', {
     PORT: String(port), HOST: '127.0.0.1', ROLE: 'all', UPSTREAM_BASE_URL: sandbox.baseUrl, UPSTREAM_APP_SECRET: appSecret,
     ADMIN_TOKEN: adminToken, SEED_DEMO: 'false', LOG_LEVEL: 'warn', OPENAPI_ENABLED: 'false', WEBHOOK_DELIVERY_ENABLED: 'false', DATABASE_URL: fresh.url,
     // The benchmark polls campaign progress; the tenant minute limit is not what is measured.

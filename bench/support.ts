@@ -19,11 +19,15 @@ export async function freePort(): Promise<number> {
   });
 }
 
-/** Starts a TypeScript entry in its own process (so the load generator does not share its CPU time slice). */
+/**
+ * Starts an entry in its own process (so the load generator does not share its CPU time slice):
+ * a `.js` entry (the compiled build `npm start` runs) with plain node, a `.ts` one through tsx.
+ */
 export async function startProcess(entry: string, env: Record<string, string>, readyUrl: string): Promise<ChildProcess> {
   // BENCH_PROFILE_DIR writes a CPU profile of the process under test.
   const profile = process.env.BENCH_PROFILE_DIR ? ['--cpu-prof', `--cpu-prof-dir=${process.env.BENCH_PROFILE_DIR}`] : [];
-  const child = spawn(process.execPath, [...profile, '--import', 'tsx', entry], { env: { ...process.env, ...env }, stdio: ['ignore', 'inherit', 'inherit'] });
+  const loader = entry.endsWith('.ts') ? ['--import', 'tsx'] : [];
+  const child = spawn(process.execPath, [...profile, ...loader, entry], { env: { ...process.env, ...env }, stdio: ['ignore', 'inherit', 'inherit'] });
   const deadline = Date.now() + 120_000;
   for (;;) {
     if (child.exitCode !== null) throw new Error(`${entry} exited with ${child.exitCode}`);
