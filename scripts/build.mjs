@@ -37,22 +37,30 @@ try {
   process.exit(1);
 }
 const started = Date.now();
-rmSync(join(root, 'dist'), { recursive: true, force: true });
-const result = spawnSync(process.execPath, [tsc, '-p', join(root, 'tsconfig.build.json')], { cwd: root, stdio: 'inherit' });
+// Built beside dist/ and swapped in at the end, so a server running from dist/ (or starting) never
+// sees it half written, and a failed build leaves the previous one in place.
+const out = join(root, `.dist-${process.pid}`);
+rmSync(out, { recursive: true, force: true });
+const result = spawnSync(process.execPath, [tsc, '-p', join(root, 'tsconfig.build.json'), '--outDir', out], { cwd: root, stdio: 'inherit' });
 if (result.status !== 0) {
-  console.error('build failed: dist/ is incomplete (see the TypeScript errors above)');
+  rmSync(out, { recursive: true, force: true });
+  console.error('build failed (see the TypeScript errors above); dist/ is left as it was');
   process.exit(result.status ?? 1);
 }
 // The embedded database a first start copies instead of running initdb and the migrations.
-const scratch = join(root, 'dist', '.pglite-build');
-const { openDatabase } = await import(pathToFileURL(join(root, 'dist', 'db', 'database.js')).href);
-const { migrate } = await import(pathToFileURL(join(root, 'dist', 'db', 'migrate.js')).href);
+const scratch = join(out, '.pglite-build');
+const { openDatabase } = await import(pathToFileURL(join(out, 'db', 'database.js')).href);
+const { migrate } = await import(pathToFileURL(join(out, 'db', 'migrate.js')).href);
 const database = await openDatabase({ dataDir: scratch });
 await migrate(database);
 await database.close();
-renameSync(join(scratch, 'pglite'), join(root, 'dist', 'pglite-template'));
+renameSync(join(scratch, 'pglite'), join(out, 'pglite-template'));
 rmSync(scratch, { recursive: true, force: true });
 
+const previous = join(root, `.dist-old-${process.pid}`);
+if (existsSync(join(root, 'dist'))) renameSync(join(root, 'dist'), previous);
+renameSync(out, join(root, 'dist'));
+rmSync(previous, { recursive: true, force: true });
 writeFileSync(stamp, `${new Date(started).toISOString()}\n`);
 // Dated when the build began: a source saved while tsc ran is newer, so the next start rebuilds.
 utimesSync(stamp, started / 1000, started / 1000);

@@ -33,7 +33,7 @@ describe('embedded default across a restart', () => {
       for (let i = 0; ; i++) {
         const got = await fetch(`${base}/api/v1/public/templates/${id}`, { headers: { authorization: `Bearer ${key}` } });
         if (got.status === 200 && (await got.json() as Json).status === 'approved') return;
-        if (i > 400) throw new Error(`template ${id} not approved: ${got.status}`);
+        if (i > 1200) throw new Error(`template ${id} not approved: ${got.status}`);
         await new Promise((r) => setTimeout(r, 50));
       }
     }
@@ -42,7 +42,7 @@ describe('embedded default across a restart', () => {
       for (let i = 0; ; i++) {
         const found = ((await (await fetch(`${sandbox}/templates`)).json() as Json).data as Json[]).find((t) => t.name === name);
         if (found?.status === wanted) return found;
-        if (i > 400) throw new Error(`upstream template ${name} is not ${wanted}: ${JSON.stringify(found)}`);
+        if (i > 1200) throw new Error(`upstream template ${name} is not ${wanted}: ${JSON.stringify(found)}`);
         await new Promise((r) => setTimeout(r, 50));
       }
     }

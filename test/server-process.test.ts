@@ -30,7 +30,7 @@ function run(command: string, args: string[], env: Record<string, string>): Proc
   return { child, stdout: () => out, stderr: () => err, exited };
 }
 
-async function waitForHealthz(base: string, proc: Proc, timeoutMs = 120_000): Promise<void> {
+async function waitForHealthz(base: string, proc: Proc, timeoutMs = 240_000): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     if ((await fetch(`${base}/healthz`).then((r) => r.status, () => 0)) === 200) return;
@@ -68,12 +68,13 @@ describe('the compiled package and its process', () => {
     for (const dir of dirs) removeTempDir(dir);
   });
 
-  it('`npm start` runs dist/, binds loopback by default, prints the banner on stderr, and stops gracefully on SIGTERM or SIGINT sent to npm', { timeout: 300_000 }, async () => {
+  it('`npm start` runs dist/, binds loopback by default, prints the banner on stderr, and stops gracefully on SIGTERM or SIGINT sent to npm', { timeout: 600_000 }, async () => {
     const port = await freePort();
     const env = { PORT: String(port), SANDBOX_PORT: String(await freePort()), DATA_DIR: tempDir('msvc-npm-'), LOG_LEVEL: 'info' };
     const base = `http://127.0.0.1:${port}`;
 
     for (const signal of ['SIGTERM', 'SIGINT'] as const) {
+      // (On a working tree whose sources changed since the last build, prestart rebuilds first.)
       const npm = run('npm', ['start'], env);
       running.push(npm);
       await waitForHealthz(base, npm);
