@@ -155,7 +155,7 @@ describe.skipIf(!hasPostgres)('campaigns: dispatch', () => {
     }
   });
 
-  it('per-recipient rejections fail only that recipient; a pair rate limit re-queues it; failures are summarised', async () => {
+  it('per-recipient rejections fail only that recipient; a pair rate limit re-queues it; failures are summarised', { timeout: 60_000 }, async () => {
     const tenant = await createConnectedTenant(t.app);
     const workers = runCampaignWorkers(t, [tenant.id]);
     try {
@@ -168,15 +168,17 @@ describe.skipIf(!hasPostgres)('campaigns: dispatch', () => {
       const id = await campaignFor(tenant, template.id, tag);
       await call(t.app, tenant, 'POST', `/campaigns/${id}/send`);
       // The pair-rate-limited recipient waits (6 s by Meta's advice) and stays pending meanwhile.
-      await eventually(async () => (await getCampaign(tenant, id)).stats.failed === 2, 10_000);
-      const pendingRow = await t.deps.db.selectFrom('campaign_recipients').selectAll().where('campaign_id', '=', id).where('phone', '=', contacts[2].phone).executeTakeFirstOrThrow();
-      expect(pendingRow.status).toBe('pending');
+      const pendingRow = await eventually(async () => {
+        const row = await t.deps.db.selectFrom('campaign_recipients').selectAll().where('campaign_id', '=', id).where('phone', '=', contacts[2].phone).executeTakeFirstOrThrow();
+        return row.attempts === 1 && row.status === 'pending' ? row : null;
+      }, 20_000);
       expect(pendingRow.not_before!.getTime()).toBeGreaterThan(Date.now());
       await sandboxControl(t.sandbox!, 'POST', '/__sandbox/recipients', { to: contacts[2].phone, outcome: 'ok' });
+      await eventually(async () => (await getCampaign(tenant, id)).stats.failed === 2, 20_000);
       const done = await eventually(async () => {
         const c = await getCampaign(tenant, id);
         return c.status === 'COMPLETED' ? c : null;
-      }, 15_000);
+      }, 30_000);
       expect(done.stats).toMatchObject({ total: 8, failed: 2, pending: 0, sent: 6 });
       expect(await sendsTo(contacts[2].phone)).toHaveLength(1);
       const errors = (await call(t.app, tenant, 'GET', `/campaigns/${id}/errors`)).json();
