@@ -5,7 +5,8 @@ import { CAMPAIGN_ENV, createContacts, runCampaignWorkers, someContacts, uniqueT
 
 describe.skipIf(!hasPostgres)('campaigns: dispatch', () => {
   let t: UpstreamTestApp;
-  beforeAll(async () => { t = await startUpstreamApp(CAMPAIGN_ENV); });
+  // Tests poll campaign progress through the API; the per-minute budget is not what they are about.
+  beforeAll(async () => { t = await startUpstreamApp({ ...CAMPAIGN_ENV, RATE_LIMIT_PER_MINUTE: '100000' }); });
   afterAll(async () => { await t?.close(); });
 
   const sendsTo = async (to: string) => (await sandboxControl(t.sandbox!, 'GET', `/__sandbox/sends?to=${encodeURIComponent(to)}`)).json.data as any[];
