@@ -25,7 +25,8 @@ export function startServer(env: Record<string, string>): ServerProcess {
     // Webhook delivery and campaign dispatch off unless asked for: a deliverer (a dispatcher) claims
     // every tenant's deliveries (campaigns) in the shared test database, with this process's
     // SECRETS_KEY and timings, which would disturb other test files.
-    env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/tmp', WEBHOOK_DELIVERY_ENABLED: 'false', CAMPAIGN_DISPATCH_ENABLED: 'false', ...env },
+    // SANDBOX_PORT 0: the in-process sandbox takes any free port (PORT+1 may belong to another test's process).
+    env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/tmp', WEBHOOK_DELIVERY_ENABLED: 'false', CAMPAIGN_DISPATCH_ENABLED: 'false', SANDBOX_PORT: '0', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let out = '';
