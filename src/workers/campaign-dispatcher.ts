@@ -42,8 +42,6 @@ export class CampaignDispatcher {
   private inFlight = new Set<Promise<void>>();
   /** Per campaign, the last recipient id this process claimed. */
   private cursors = new Map<string, string>();
-  /** Per phone number, when this process last issued a send. */
-  private lastIssue = new Map<string, number>();
   private lastReconcile = 0;
 
   constructor(private db: Db, private upstream: UpstreamClient, private media: MediaService, private pacer: SendPacer,
@@ -147,30 +145,13 @@ export class CampaignDispatcher {
     await campaignQueue.recordAttempts(this.db, campaign.tenant_id, campaign, sends);
 
     const results = await Promise.all(sends.map(async (send, i) => {
-      await this.awaitIssueTime(campaign.phone_number_id!, startAt + i * intervalMs, intervalMs);
+      await sleepUntil(startAt + i * intervalMs);
       const outcome = await this.upstream.sendTemplate(account, {
         to: send.to, templateName: campaign.template_name, language: campaign.language, components: send.components, callbackData: send.id, attempt: send.attempts - 1,
       });
       return { send, outcome };
     }));
     await this.record(campaign, results);
-  }
-
-  /**
-   * Waits for a send's slot, and keeps this process's sends to one number at least one interval
-   * apart when they are actually issued: a timer or an event loop running late would otherwise let
-   * the sends after it bunch up, and some second carry more than the rate.
-   */
-  private async awaitIssueTime(phoneNumberId: string, slot: number, intervalMs: number): Promise<void> {
-    for (;;) {
-      const earliest = Math.max(slot, (this.lastIssue.get(phoneNumberId) ?? 0) + intervalMs);
-      if (earliest <= Date.now()) {
-        if (this.lastIssue.size > 10_000) this.lastIssue.clear();
-        this.lastIssue.set(phoneNumberId, Date.now());
-        return;
-      }
-      await sleepUntil(earliest);
-    }
   }
 
   /** Each mapped media asset's upstream id, uploaded on first use (once per batch, not per recipient). */
