@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { Readable } from 'node:stream';
 import { sql } from 'kysely';
 import type { Db } from '../../db/database.ts';
+import { pageWithTotal } from '../../db/page.ts';
 import { recordEvents } from '../../events/events.ts';
 import { AppError, notFound, validationError } from '../../http/errors.ts';
 import { completeIdempotencyKey } from '../../http/idempotency.ts';
@@ -36,16 +37,13 @@ export class CampaignRecipients {
     await this.campaign(tenantId, id);
     let base = this.db.selectFrom('campaign_recipients').where('campaign_id', '=', id).where('tenant_id', '=', tenantId);
     if (query.status) base = base.where('status', '=', query.status);
-    const [rows, count] = await Promise.all([
-      base.selectAll().orderBy('id').limit(query.limit).offset(offsetOf(query)).execute(),
-      base.select((eb) => eb.fn.countAll<number>().as('n')).executeTakeFirstOrThrow(),
-    ]);
+    const { rows, total } = await pageWithTotal(base, (q) => q.selectAll().orderBy('id').limit(query.limit).offset(offsetOf(query)));
     return {
       data: rows.map((r) => ({
         id: r.id, phone_number: r.phone, contact_id: r.contact_id, status: r.status, message_id: r.message_id,
         error: r.error_title, error_code: r.error_code, attempts: r.attempts, updated_at: isoOrNull(r.updated_at),
       })),
-      pagination: paginationFor(query.page, query.limit, Number(count.n)),
+      pagination: paginationFor(query.page, query.limit, total),
     };
   }
 
