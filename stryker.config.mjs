@@ -35,7 +35,8 @@ export const SETS = {
   },
   messages: {
     group: 'messages', mutate: ['src/modules/messages/messages.statuses.ts'],
-    tests: ['test/callbacks.test.ts', 'test/callbacks.fixtures.test.ts', 'test/messages.reads.test.ts', 'test/messages.test.ts'],
+    tests: ['test/messages.statuses.test.ts', 'test/callbacks.test.ts', 'test/callbacks.fixtures.test.ts', 'test/messages.reads.test.ts',
+      'test/messages.test.ts'],
   },
   'campaigns-states': {
     group: 'campaigns', mutate: ['src/modules/campaigns/campaigns.states.ts'], tests: ['test/campaigns.lifecycle.test.ts'],
