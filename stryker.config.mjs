@@ -20,9 +20,13 @@ export const SETS = {
     group: 'http', mutate: ['src/http/errors.ts', 'src/http/error-handler.ts', 'src/http/client-error.ts'],
     tests: ['test/errors.test.ts', 'test/http.client-errors.test.ts', 'test/unstorable-input.test.ts'],
   },
-  'webhooks-signer-sender': {
-    group: 'webhooks', mutate: ['src/modules/webhooks/webhooks.signer.ts', 'src/modules/webhooks/webhooks.sender.ts'],
-    tests: ['src/modules/webhooks/verify-signature.test.ts', 'test/webhooks.sender.test.ts', 'test/webhooks.delivery.test.ts'],
+  'webhooks-signer': {
+    group: 'webhooks', mutate: ['src/modules/webhooks/webhooks.signer.ts'],
+    tests: ['src/modules/webhooks/webhooks.signer.test.ts', 'src/modules/webhooks/verify-signature.test.ts'],
+  },
+  'webhooks-sender': {
+    group: 'webhooks', mutate: ['src/modules/webhooks/webhooks.sender.ts'],
+    tests: ['test/webhooks.sender.test.ts', 'test/webhooks.delivery.test.ts'],
   },
   'webhooks-queue': {
     group: 'webhooks', mutate: ['src/modules/webhooks/webhooks.queue.ts'],
