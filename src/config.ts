@@ -31,6 +31,12 @@ export interface Config {
   webhookTimeoutMs: number;
   webhookExtraCaFile: string | undefined;
   webhookAllowPrivateNetworks: boolean;
+  /**
+   * Outside production: make a development CA under DATA_DIR/dev-ca (and a certificate it signed for
+   * localhost) and trust it for deliveries, so a local HTTPS receiver (`msvc listen`) is reachable.
+   * Never in production, whatever WEBHOOK_DEV_CA says.
+   */
+  webhookDevCa: boolean;
   /** Whether this worker process runs the webhook deliverer (default true). */
   webhookDeliveryEnabled: boolean;
   /** A claimed delivery stays invisible to other workers this long; longer than the timeout so only a dead worker's claims expire. */
@@ -213,6 +219,7 @@ export function loadConfig(env: Env = process.env): Config {
     webhookTimeoutMs: int(env, 'WEBHOOK_TIMEOUT_MS', 10_000),
     webhookExtraCaFile: env.WEBHOOK_EXTRA_CA_FILE || undefined,
     webhookAllowPrivateNetworks: bool(env, 'WEBHOOK_ALLOW_PRIVATE_NETWORKS', !production),
+    webhookDevCa: !production && bool(env, 'WEBHOOK_DEV_CA', true),
     ...webhookWorkerConfig(env),
     openapiEnabled: bool(env, 'OPENAPI_ENABLED', !production),
     logLevel: env.LOG_LEVEL || 'info',

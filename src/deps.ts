@@ -26,6 +26,7 @@ import { TemplateStatusSync } from './modules/templates/templates.status-sync.ts
 import { webhookBacklog } from './modules/webhooks/webhooks.queue.ts';
 import { createUpstreamClient } from './upstream/client.ts';
 import type { UpstreamClient } from './upstream/types.ts';
+import { ensureDevCa } from './crypto/dev-ca.ts';
 
 export interface Deps {
   config: Config;
@@ -117,8 +118,10 @@ export async function createDeps(config: Config, logger: Logger = createLogger(c
     baseUrl: upstreamBaseUrlFor(config, options), timeoutMs: config.upstreamTimeoutMs,
     onCall: (operation, result, seconds) => metrics.upstreamRequests.observe({ operation, result }, seconds),
   });
+  // Made once per DATA_DIR (about 1.4 s, loading the X.509 library), then only read.
+  const devCa = config.webhookDevCa ? await ensureDevCa(config.dataDir) : undefined;
   const webhookSender = new WebhookSender({
-    timeoutMs: config.webhookTimeoutMs, extraCaFile: config.webhookExtraCaFile, allowPrivateNetworks: config.webhookAllowPrivateNetworks,
+    timeoutMs: config.webhookTimeoutMs, extraCaFile: config.webhookExtraCaFile, devCaFile: devCa?.caFile, allowPrivateNetworks: config.webhookAllowPrivateNetworks,
     maxConnectionsPerOrigin: config.webhookConcurrency,
     onAttempt: (result, seconds) => metrics.webhookAttempts.observe({ result }, seconds),
   });

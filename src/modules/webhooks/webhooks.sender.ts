@@ -48,6 +48,8 @@ export interface AttemptRequest {
 export interface SenderOptions {
   timeoutMs: number;
   extraCaFile?: string;
+  /** The development CA (src/crypto/dev-ca.ts), trusted outside production beside the extra CA. */
+  devCaFile?: string;
   allowPrivateNetworks: boolean;
   /**
    * Connections per origin: the deliverer's own concurrency, so never the limit; without it undici
@@ -91,9 +93,8 @@ export class WebhookSender {
   constructor(private options: SenderOptions) {
     // Built once: a `ca` list given per connection is parsed again (all root certificates) for every
     // new TLS connection, which blocked the event loop for seconds when many connections opened at once.
-    const secureContext = options.extraCaFile
-      ? createSecureContext({ ca: [...rootCertificates, readFileSync(options.extraCaFile, 'utf8')] })
-      : undefined;
+    const extraCas = [options.extraCaFile, options.devCaFile].filter((f) => f !== undefined).map((f) => readFileSync(f, 'utf8'));
+    const secureContext = extraCas.length > 0 ? createSecureContext({ ca: [...rootCertificates, ...extraCas] }) : undefined;
     const allowPrivate = options.allowPrivateNetworks;
     this.agent = new Agent({
       connect: {
