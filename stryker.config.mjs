@@ -60,11 +60,11 @@ if (!group) throw new Error(`MUTATE_SET=${name}: sets are ${Object.keys(SETS).jo
 /** @type {import('@stryker-mutator/api/core').PartialStrykerOptions} */
 export default {
   testRunner: 'vitest',
-  vitest: { configFile: 'vitest.config.ts', related: false },
+  // The set's test files are the include list of vitest.mutate.config.ts (not Stryker's testFiles: see there).
+  vitest: { configFile: 'vitest.mutate.config.ts', related: false },
   coverageAnalysis: 'perTest',
   concurrency: Number(process.env.MUTATE_CONCURRENCY ?? 1),
   mutate: group.mutate,
-  testFiles: group.tests,
   ignorePatterns: ['data', 'dist', '.dist-*', 'bench/results', '.scratch', 'packages'],
   reporters: ['clear-text', 'progress', 'html', 'json'],
   htmlReporter: { fileName: `reports/mutation/${name}/index.html` },
