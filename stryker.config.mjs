@@ -18,7 +18,7 @@ export const SETS = {
   },
   'http-errors': {
     group: 'http', mutate: ['src/http/errors.ts', 'src/http/error-handler.ts', 'src/http/client-error.ts'],
-    tests: ['test/errors.test.ts', 'test/http.client-errors.test.ts', 'test/unstorable-input.test.ts'],
+    tests: ['test/http.error-mapping.test.ts', 'test/errors.test.ts', 'test/http.client-errors.test.ts', 'test/unstorable-input.test.ts'],
   },
   'webhooks-signer': {
     group: 'webhooks', mutate: ['src/modules/webhooks/webhooks.signer.ts'],
