@@ -159,7 +159,7 @@ function campaignWorkerConfig(env: Env) {
     campaignPollMs: int(env, 'CAMPAIGN_POLL_MS', 100),
     campaignLeaseMs: leaseMs,
     sendReconcileMs: int(env, 'SEND_RECONCILE_MS', 120_000),
-    campaignMaxBatches: Math.max(1, int(env, 'CAMPAIGN_MAX_BATCHES', 16)),
+    campaignMaxBatches: Math.max(1, int(env, 'CAMPAIGN_MAX_BATCHES', 64)),
     campaignMaxAttempts: Math.max(1, int(env, 'CAMPAIGN_MAX_ATTEMPTS', 5)),
     pacingHorizonMs: horizon,
     pacingRecoveryMs: int(env, 'PACING_RECOVERY_MS', 5000),

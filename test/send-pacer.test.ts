@@ -1,6 +1,6 @@
 import { Redis } from 'ioredis';
 import { afterAll, describe, expect, it } from 'vitest';
-import { SendPacer } from '../src/modules/messages/send-pacer.ts';
+import { IssueWindow, SendPacer } from '../src/modules/messages/send-pacer.ts';
 import { hasRedis } from './helpers/app.ts';
 
 const number = () => `pace-test-${Math.random().toString(36).slice(2)}`;
@@ -44,10 +44,42 @@ describe.skipIf(!hasRedis)('send pacer on Redis', () => {
   it('two pacers (two workers) share one number\'s slots', async () => {
     const a = new SendPacer(redis, { horizonMs: 500, recoveryMs: 250 });
     const b = new SendPacer(redis, { horizonMs: 500, recoveryMs: 250 });
+    // Each learns Redis's clock from its replies (the quickest reply tells the offset best).
+    for (let i = 0; i < 5; i++) await Promise.all([a.reserve(number(), 1, 100), b.reserve(number(), 1, 100)]);
     const id = number();
     const x = await a.reserve(id, 30, 100);
     const y = await b.reserve(id, 30, 100);
     expect(x.granted + y.granted).toBeLessThanOrEqual(51);
     expect(y.startAt).toBeGreaterThanOrEqual(x.startAt + x.granted * 10 - 5);
+  });
+});
+
+describe('issue window', () => {
+  /** Acquires `count` turns at once and returns when each was let through, in the order asked. */
+  async function issue(window: IssueWindow, count: number, limit: number): Promise<number[]> {
+    const at: number[] = [];
+    await Promise.all(Array.from({ length: count }, (_, i) => window.acquire(limit).then(() => { at[i] = Date.now(); })));
+    return at;
+  }
+
+  it('lets at most `limit` through in any window, the rest as soon as the window allows, in order', async () => {
+    const window = new IssueWindow(200);
+    const started = Date.now();
+    const at = await issue(window, 12, 5);
+    // The first five at once; the sixth when the first is a window old, the eleventh two windows on.
+    expect(at[4] - started).toBeLessThan(100);
+    expect(at[5] - at[0]).toBeGreaterThanOrEqual(199);
+    expect(at[5] - started).toBeLessThan(300);
+    expect(at[10] - at[5]).toBeGreaterThanOrEqual(199);
+    for (let i = 1; i < at.length; i++) expect(at[i]).toBeGreaterThanOrEqual(at[i - 1]);
+    for (let i = 5; i < at.length; i++) expect(at[i] - at[i - 5]).toBeGreaterThanOrEqual(199);
+  });
+
+  it('a changed limit starts a new window', async () => {
+    const window = new IssueWindow(10_000);
+    await issue(window, 3, 3);
+    const started = Date.now();
+    await issue(window, 4, 4); // at the old limit the fourth would wait ten seconds
+    expect(Date.now() - started).toBeLessThan(1000);
   });
 });

@@ -7,7 +7,7 @@ import { campaignsRepository } from '../modules/campaigns/campaigns.repository.t
 import { recordTransition } from '../modules/campaigns/campaigns.service.ts';
 import type { MediaService } from '../modules/media/media.service.ts';
 import type { MediaType } from '../modules/media/media.types.ts';
-import type { SendPacer } from '../modules/messages/send-pacer.ts';
+import { IssueWindow, type SendPacer } from '../modules/messages/send-pacer.ts';
 import { placeholderPlan } from '../modules/templates/templates.grammar.ts';
 import { lookupErrorCode, retryDelayMs } from '../upstream/error-codes.ts';
 import type { SendTemplateResult, UpstreamAccount, UpstreamClient, UpstreamOutcome } from '../upstream/types.ts';
@@ -27,6 +27,8 @@ export interface CampaignDispatcherOptions {
   onlyTenants?: string[];
 }
 
+/** Batches one campaign may start in one turn before the next campaign's turn. */
+const BATCHES_PER_TURN = 8;
 const MEDIA_TYPES: Record<string, MediaType> = { IMAGE: 'image', VIDEO: 'video', DOCUMENT: 'document' };
 const sleepUntil = (at: number) => new Promise<void>((resolve) => setTimeout(resolve, Math.max(0, at - Date.now())));
 
@@ -43,6 +45,8 @@ export class CampaignDispatcher {
   /** Per campaign, the last recipient id this process claimed. */
   private cursors = new Map<string, string>();
   private lastReconcile = 0;
+  /** Per phone number, this process's sends as issued. */
+  private windows = new Map<string, IssueWindow>();
 
   constructor(private db: Db, private upstream: UpstreamClient, private media: MediaService, private pacer: SendPacer,
     private options: CampaignDispatcherOptions, private logger?: Logger) {}
@@ -65,8 +69,14 @@ export class CampaignDispatcher {
     const campaigns = await campaignQueue.running(this.db, 16, this.options.onlyTenants);
     await campaignQueue.touch(this.db, campaigns.map((c) => c.id));
     for (const campaign of campaigns) {
-      if (this.inFlight.size >= this.options.maxBatches) await Promise.race(this.inFlight);
-      handled += await this.startBatch(campaign);
+      // Batches of one campaign back to back while its number has slots (up to the pacing horizon):
+      // a busy campaign is not held to one batch per round of the campaign list.
+      for (let n = 0; n < BATCHES_PER_TURN; n++) {
+        if (this.inFlight.size >= this.options.maxBatches) await Promise.race(this.inFlight);
+        const took = await this.startBatch(campaign);
+        handled += took;
+        if (took < campaign.batch_size) break;
+      }
     }
     return handled;
   }
@@ -144,14 +154,27 @@ export class CampaignDispatcher {
     }));
     await campaignQueue.recordAttempts(this.db, campaign.tenant_id, campaign, sends);
 
+    const window = this.issueWindow(account.phoneNumberId);
+    const perSecond = Math.max(1, Math.floor(1000 / intervalMs + 1e-9));
     const results = await Promise.all(sends.map(async (send, i) => {
       await sleepUntil(startAt + i * intervalMs);
+      await window.acquire(perSecond);
       const outcome = await this.upstream.sendTemplate(account, {
         to: send.to, templateName: campaign.template_name, language: campaign.language, components: send.components, callbackData: send.id, attempt: send.attempts - 1,
       });
       return { send, outcome };
     }));
     await this.record(campaign, results);
+  }
+
+  private issueWindow(phoneNumberId: string): IssueWindow {
+    let window = this.windows.get(phoneNumberId);
+    if (!window) {
+      if (this.windows.size > 10_000) this.windows.clear();
+      window = new IssueWindow();
+      this.windows.set(phoneNumberId, window);
+    }
+    return window;
   }
 
   /** Each mapped media asset's upstream id, uploaded on first use (once per batch, not per recipient). */

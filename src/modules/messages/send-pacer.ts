@@ -93,6 +93,7 @@ export class SendPacer {
   private redis: RedisWithPace | null;
   private readonly horizonMs: number;
   private readonly recoveryMs: number;
+  private offset: { value: number; at: number } | null = null;
 
   constructor(redis: Redis | null, options: PacerOptions = {}, private deadlineMs = 200) {
     this.horizonMs = options.horizonMs ?? 1000;
@@ -124,13 +125,24 @@ export class SendPacer {
         const reply = await withDeadline(this.redis.paceReserve(`pace:${phoneNumberId}`, want, rate, this.horizonMs, this.recoveryMs), this.deadlineMs);
         if (reply !== TIMED_OUT) {
           const [granted, tat, interval, redisNow] = reply;
-          // Slots are in Redis's clock; shift them onto ours.
-          const skew = Date.now() - Number(redisNow);
-          return { granted: Number(granted), startAt: Number(tat) + skew, intervalMs: Number(interval) };
+          return { granted: Number(granted), startAt: Number(tat) + this.clockOffset(Number(redisNow)), intervalMs: Number(interval) };
         }
       } catch { /* Redis unavailable: pace in process */ }
     }
     return reserveFrom(this.local(phoneNumberId), Date.now(), want, rate, this.horizonMs, this.recoveryMs);
+  }
+
+  /**
+   * Redis's clock onto ours. Each reply carries Redis's time plus the reply's trip back, so the
+   * smallest difference seen is the closest to the true offset; taking each reply's own difference
+   * would shift consecutive reservations against each other by their round trips. Renewed every
+   * minute so that clock drift is followed.
+   */
+  private clockOffset(redisNow: number): number {
+    const now = Date.now();
+    const measured = now - redisNow;
+    if (!this.offset || measured < this.offset.value || now - this.offset.at > 60_000) this.offset = { value: measured, at: now };
+    return this.offset.value;
   }
 
   /** The number answered 130429: halve its rate for a while. */
@@ -144,5 +156,35 @@ export class SendPacer {
     if (this.redis) {
       try { await withDeadline(this.redis.pacePenalise(`pace:${phoneNumberId}`, this.recoveryMs, MIN_FACTOR), this.deadlineMs); } catch { /* in process only */ }
     }
+  }
+}
+
+/**
+ * One process's sends to one number, checked when they are issued: at most `limit` in any
+ * one-second window. Slots from the pacer are spaced evenly, but a timer that fires late lets the
+ * sends behind it go out together; this holds each of them until the second before it carries
+ * fewer than `limit`. Sends queue in the order they ask.
+ */
+export class IssueWindow {
+  private issued: number[] = [];
+  private next = 0;
+  private limit = 0;
+  private turn: Promise<void> = Promise.resolve();
+
+  constructor(private readonly windowMs = 1000) {}
+
+  acquire(limit: number): Promise<void> {
+    const mine = this.turn.then(async () => {
+      // A changed rate (a penalty, a new tier) starts a new window.
+      if (limit !== this.limit) { this.issued = []; this.next = 0; this.limit = limit; }
+      if (this.issued.length === limit) {
+        const wait = this.issued[this.next] + this.windowMs - Date.now();
+        if (wait > 0) await new Promise((resolve) => setTimeout(resolve, wait));
+      }
+      this.issued[this.next] = Date.now();
+      this.next = (this.next + 1) % limit;
+    });
+    this.turn = mine;
+    return mine;
   }
 }
