@@ -81,7 +81,10 @@ describe('msvc listen and deliveries tail against a real service and its real de
       const agent = new Agent({ connect: { secureContext: createSecureContext({ ca: [...rootCertificates, ca] }) } });
       const forged = await request(ready.url, {
         method: 'POST', dispatcher: agent, body: forwarded.body,
-        headers: { ...forwarded.headers, 'x-service-signature': `sha256=${'0'.repeat(64)}`, host: undefined, 'content-length': undefined } as Record<string, string>,
+        headers: {
+          'content-type': 'application/json', 'x-service-event': 'contact.created', 'x-service-delivery-id': 'forged',
+          'x-service-timestamp': String(forwarded.headers['x-service-timestamp']), 'x-service-signature': `sha256=${'0'.repeat(64)}`,
+        },
       });
       expect(forged.statusCode).toBe(400);
       await forged.body.dump();

@@ -49,8 +49,8 @@ export async function runCli(args: string[], env: Record<string, string | undefi
   return { code, stdout: run.stdout(), stderr: run.stderr() };
 }
 
-/** The test app on a real port (the CLI is another process). */
+/** The test app on a real port (the CLI is another process); an app already listening (startUpstreamApp) is taken as it is. */
 export async function listenOnLoopback(app: FastifyInstance): Promise<string> {
-  await app.listen({ port: 0, host: '127.0.0.1' });
+  if (!app.server.listening) await app.listen({ port: 0, host: '127.0.0.1' });
   return `http://127.0.0.1:${(app.server.address() as { port: number }).port}`;
 }

@@ -54,7 +54,9 @@ export function registerCampaignCommands(program: Command, run: Runner): void {
         }
         bar?.stop();
         const errors = await api.call<ErrorsSummary>('GET', `${path}/errors`, { retryServerErrors: true });
-        emit(config.json, { campaign, errors }, () => [
+        // With --json the whole output is JSON lines: the progress lines, then this one.
+        if (config.json) process.stdout.write(`${JSON.stringify({ campaign, errors })}\n`);
+        else emit(false, { campaign, errors }, () => [
           `Campaign ${campaign.name} (${campaign.id}) ended ${campaign.status}${campaign.failure_reason ? `: ${campaign.failure_reason}` : ''}.`,
           errors.total_failed === 0 ? 'No failed recipients.' : `${errors.total_failed} failed recipients:\n${renderTable(errors.by_code, [
             { header: 'code', value: (e) => e.code }, { header: 'title', value: (e) => e.title }, { header: 'count', value: (e) => e.count },
