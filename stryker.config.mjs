@@ -11,7 +11,8 @@ export const SETS = {
   'http-auth': { group: 'http', mutate: ['src/http/auth.ts'], tests: ['test/auth.test.ts'] },
   'http-rate-limit': {
     group: 'http', mutate: ['src/http/rate-limit.ts'],
-    tests: ['test/rate-limit.test.ts', 'test/rate-limit.counters.test.ts', 'test/rate-limit-redis-outage.test.ts'],
+    tests: ['test/rate-limit.rules.test.ts', 'test/rate-limit.test.ts', 'test/rate-limit.counters.test.ts',
+      'test/rate-limit-redis-outage.test.ts'],
   },
   'http-idempotency': {
     group: 'http', mutate: ['src/http/idempotency.ts'], tests: ['test/idempotency.test.ts', 'test/faults.idempotency.test.ts'],
