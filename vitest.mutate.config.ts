@@ -8,4 +8,7 @@ import { SETS } from './stryker.config.mjs';
  * tests say (stryker-js issue 6144).
  */
 const set = SETS[(process.env.MUTATE_SET ?? 'http-auth') as keyof typeof SETS];
-export default { ...base, test: { ...base.test, include: set.tests } };
+export default {
+  ...base,
+  test: { ...base.test, include: set.tests, setupFiles: [...[base.test?.setupFiles ?? []].flat(), 'test/helpers/mutation-setup.ts'] },
+};
