@@ -92,7 +92,7 @@ export class CampaignRecipients {
       const { rows } = await sql<{ n: number }>`
         WITH inserted AS (
           INSERT INTO campaign_recipients (id, tenant_id, campaign_id, contact_id, phone)
-          SELECT gen_random_uuid(), r.tenant_id, ${row.id}::uuid, r.contact_id, r.phone
+          SELECT uuid_v7(), r.tenant_id, ${row.id}::uuid, r.contact_id, r.phone
           FROM campaign_recipients r
           -- Contacts archived since are out, as they are of every audience.
           JOIN contacts c ON c.id = r.contact_id AND c.tenant_id = r.tenant_id AND c.deleted_at IS NULL

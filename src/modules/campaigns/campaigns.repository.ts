@@ -86,7 +86,7 @@ export const campaignsRepository = {
     // The row count comes with the command's completion: no RETURNING of a million rows to count them.
     const inserted = await sql`
       INSERT INTO campaign_recipients (id, tenant_id, campaign_id, contact_id, phone)
-      SELECT gen_random_uuid(), c.tenant_id, ${campaign.id}::uuid, c.id, c.phone
+      SELECT uuid_v7(), c.tenant_id, ${campaign.id}::uuid, c.id, c.phone
       FROM contacts c WHERE ${audienceCondition(campaign.tenant_id, audience)}
       ON CONFLICT (campaign_id, phone) DO NOTHING`.execute(tx);
     const total = Number(inserted.numAffectedRows ?? 0);
