@@ -15,7 +15,8 @@ export const SETS = {
       'test/rate-limit-redis-outage.test.ts'],
   },
   'http-idempotency': {
-    group: 'http', mutate: ['src/http/idempotency.ts'], tests: ['test/idempotency.test.ts', 'test/faults.idempotency.test.ts'],
+    group: 'http', mutate: ['src/http/idempotency.ts'],
+    tests: ['test/idempotency.store.test.ts', 'test/idempotency.test.ts', 'test/faults.idempotency.test.ts'],
   },
   'http-errors': {
     group: 'http', mutate: ['src/http/errors.ts', 'src/http/error-handler.ts'],
