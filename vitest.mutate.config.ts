@@ -10,5 +10,12 @@ import { SETS } from './stryker.config.mjs';
 const set = SETS[(process.env.MUTATE_SET ?? 'http-auth') as keyof typeof SETS];
 export default {
   ...base,
-  test: { ...base.test, include: set.tests, setupFiles: [...[base.test?.setupFiles ?? []].flat(), 'test/helpers/mutation-setup.ts'] },
+  test: {
+    ...base.test,
+    include: set.tests,
+    setupFiles: [...[base.test?.setupFiles ?? []].flat(), 'test/helpers/mutation-setup.ts'],
+    // Instrumented code runs slower: the initial run of the campaign tests timed out at the usual 30 s.
+    testTimeout: 120_000,
+    hookTimeout: 180_000,
+  },
 };
