@@ -1,7 +1,8 @@
+import { statSync } from 'node:fs';
 import { Option, type Command } from 'commander';
 import cliProgress from 'cli-progress';
 import { requireApiKey } from '../config.ts';
-import { EXIT } from '../exit-codes.ts';
+import { CliError, EXIT } from '../exit-codes.ts';
 import { Api, PUBLIC_PREFIX } from '../http.ts';
 import { importContacts, MAX_BATCH } from '../import/importer.ts';
 import { emit, renderRecord } from '../output.ts';
@@ -28,6 +29,12 @@ export function registerContactCommands(program: Command, run: Runner): void {
     .option('--no-progress', 'no progress bar')
     .action(run(async (config, opts: ImportFlags, file: string) => {
       const api = new Api(config.url, PUBLIC_PREFIX, requireApiKey(config));
+      let size: number;
+      try {
+        size = statSync(file).size;
+      } catch (err) {
+        throw new CliError(`cannot read ${file}: ${(err as Error).message}`, EXIT.USAGE);
+      }
       const abort = new AbortController();
       let interrupts = 0;
       const onSigint = () => {
@@ -44,8 +51,8 @@ export function registerContactCommands(program: Command, run: Runner): void {
           format: ' {bar} {percentage}% | {rows} rows | {rate} rows/s | ETA {eta_formatted} | created {created} refused {refused}',
         }, cliProgress.Presets.shades_classic)
         : undefined;
-      let firstRows: number | undefined;
       const startedAt = Date.now();
+      bar?.start(size, 0, { rows: 0, rate: 0, created: 0, refused: 0 });
       try {
         const summary = await importContacts({
           file, api, map: opts.map, tagSeparator: opts.tagSeparator, delimiter: opts.delimiter, source: opts.source,
@@ -53,10 +60,8 @@ export function registerContactCommands(program: Command, run: Runner): void {
           refusedFile: opts.refusedFile ?? `${file}.refused.csv`, stateFile: opts.stateFile ?? `${file}.import-state.json`,
           restart: Boolean(opts.restart), signal: abort.signal,
           onProgress: bar && ((p) => {
-            firstRows ??= p.rows;
-            if (!bar.isActive) bar.start(p.totalBytes, 0);
             const seconds = (Date.now() - startedAt) / 1000;
-            bar.update(p.bytes, { rows: p.rows, created: p.created, refused: p.refused, rate: seconds > 0 ? Math.round((p.rows - firstRows) / seconds) : 0 });
+            bar.update(p.bytes, { rows: p.rows, created: p.created, refused: p.refused, rate: seconds > 0 ? Math.round(p.rowsThisRun / seconds) : 0 });
           }),
         });
         bar?.stop();

@@ -2,7 +2,7 @@ import { InvalidArgumentError, type Command } from 'commander';
 import type { CliConfig } from '../config.ts';
 
 /** Wraps a command action: resolves the configuration and hands over the command's own options and arguments. */
-// eslint-disable-next-line @typescript-eslint/no-explicit-any -- commander hands positional arguments untyped
+// Commander hands over positional arguments untyped; each action names their types.
 export type Runner = <O>(action: (config: CliConfig, opts: O, ...args: any[]) => Promise<void>) => (...args: unknown[]) => Promise<void>;
 
 export function integerAtLeast(min: number): (value: string) => number {

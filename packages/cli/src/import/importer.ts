@@ -30,6 +30,8 @@ export interface ImportOptions {
 
 export interface ImportProgress {
   rows: number;
+  /** Rows confirmed by this run (a resumed import started with the earlier runs' rows). */
+  rowsThisRun: number;
   bytes: number;
   totalBytes: number;
   created: number;
@@ -130,7 +132,7 @@ export async function importContacts(options: ImportOptions): Promise<ImportSumm
   let fatal: Error | undefined;
   let rowsRead = 0;
 
-  const progress = () => options.onProgress?.({ rows: current.confirmed_rows, bytes: current.confirmed_bytes, totalBytes: file.size, created: current.created, refused: current.refused });
+  const progress = () => options.onProgress?.({ rows: current.confirmed_rows, rowsThisRun: current.confirmed_rows - resumedFromRow, bytes: current.confirmed_bytes, totalBytes: file.size, created: current.created, refused: current.refused });
   const writeRefused = (rows: { row: PendingRow; error: string }[]) => {
     if (rows.length === 0) return;
     const lines = (current.refused_file_bytes === 0 ? stringify([['row', 'line', 'error', ...headers]]) : '')
