@@ -1,14 +1,12 @@
 import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { readFileSync, mkdtempSync, readdirSync } from 'node:fs';
+import { readFileSync, mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { sql } from 'kysely';
-import pg from 'pg';
 import { openDatabase, type Database } from '../src/db/database.ts';
-import { migrate } from '../src/db/migrate.ts';
 import { createSandbox, type Sandbox } from '../src/sandbox/sandbox.ts';
-import { freePort, requireRealServers, startProcess, stopProcess } from './support.ts';
+import { cpuSeconds, freePort, freshDatabase, pidsOf, requireRealServers, startProcess, stopProcess } from './support.ts';
 
 /**
  * Campaigns end to end (issue 9), on this machine with PostgreSQL, Redis, the sandbox and the
@@ -33,24 +31,6 @@ async function json(url: string, init: RequestInit & { body?: string } = {}): Pr
   return text ? JSON.parse(text) : null;
 }
 
-/** CPU seconds (user + system) used so far by these processes. */
-function cpuSeconds(pids: number[]): number {
-  let ticks = 0;
-  for (const pid of pids) {
-    try {
-      const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
-      ticks += Number(fields[11]) + Number(fields[12]);
-    } catch { /* gone */ }
-  }
-  return ticks / 100;
-}
-
-function pidsOf(command: string): number[] {
-  return readdirSync('/proc').filter((d) => /^\d+$/.test(d)).map(Number).filter((pid) => {
-    try { return readFileSync(`/proc/${pid}/comm`, 'utf8').trim() === command; } catch { return false; }
-  });
-}
-
 function peakRssMb(pid: number): number {
   const status = readFileSync(`/proc/${pid}/status`, 'utf8');
   return Math.round(Number(/VmHWM:\s+(\d+)/.exec(status)![1]) / 1024);
@@ -69,22 +49,10 @@ function busiestSecond(times: number[]): number {
 
 interface Tenant { id: string; auth: Record<string, string>; phoneNumberId: string; templateId: string }
 
-/** A fresh database for the run: earlier runs' campaigns must not be dispatched beside this one's. */
-async function freshDatabase(): Promise<{ url: string; drop(): Promise<void> }> {
-  const name = `msvc_bench_campaigns_${randomBytes(4).toString('hex')}`;
-  const admin = new pg.Client({ connectionString: process.env.DATABASE_URL });
-  await admin.connect();
-  await admin.query(`CREATE DATABASE ${name}`);
-  const url = new URL(process.env.DATABASE_URL!);
-  url.pathname = `/${name}`;
-  const database = await openDatabase({ databaseUrl: url.toString(), dataDir: tmpdir(), poolSize: 1 });
-  await migrate(database).finally(() => database.close());
-  return { url: url.toString(), drop: async () => { await admin.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`); await admin.end(); } };
-}
-
 export async function run(): Promise<object> {
   requireRealServers();
-  const fresh = await freshDatabase();
+  // A fresh database: earlier runs' campaigns must not be dispatched beside this one's.
+  const fresh = await freshDatabase('msvc_bench_campaigns');
   const appSecret = randomBytes(16).toString('hex');
   const adminToken = `adm_${randomBytes(16).toString('hex')}`;
   const port = await freePort();

@@ -1,5 +1,11 @@
 import { spawn, type ChildProcess } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { readdirSync, readFileSync } from 'node:fs';
 import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import pg from 'pg';
+import { openDatabase } from '../src/db/database.ts';
+import { migrate } from '../src/db/migrate.ts';
 import autocannon from 'autocannon';
 
 export function requireRealServers() {
@@ -72,4 +78,36 @@ export async function load(url: string, options: { paths: string[]; headers?: Re
     non_2xx: result.non2xx,
     errors: result.errors,
   };
+}
+
+/** CPU seconds (user + system) used so far by these processes. */
+export function cpuSeconds(pids: number[]): number {
+  let ticks = 0;
+  for (const pid of pids) {
+    try {
+      const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
+      ticks += Number(fields[11]) + Number(fields[12]);
+    } catch { /* gone */ }
+  }
+  return ticks / 100;
+}
+
+/** Processes whose command name is `command` (e.g. every PostgreSQL backend). */
+export function pidsOf(command: string): number[] {
+  return readdirSync('/proc').filter((d) => /^\d+$/.test(d)).map(Number).filter((pid) => {
+    try { return readFileSync(`/proc/${pid}/comm`, 'utf8').trim() === command; } catch { return false; }
+  });
+}
+
+/** A new, migrated database on the DATABASE_URL server for one run (`prefix_<random>`), dropped by `drop`. */
+export async function freshDatabase(prefix: string): Promise<{ url: string; drop(): Promise<void> }> {
+  const name = `${prefix}_${randomBytes(4).toString('hex')}`;
+  const admin = new pg.Client({ connectionString: process.env.DATABASE_URL });
+  await admin.connect();
+  await admin.query(`CREATE DATABASE ${name}`);
+  const url = new URL(process.env.DATABASE_URL!);
+  url.pathname = `/${name}`;
+  const database = await openDatabase({ databaseUrl: url.toString(), dataDir: tmpdir(), poolSize: 1 });
+  await migrate(database).finally(() => database.close());
+  return { url: url.toString(), drop: async () => { await admin.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`); await admin.end(); } };
 }

@@ -30,10 +30,10 @@ import { Agent, request } from 'undici';
 import { post } from '../src/modules/webhooks/webhooks.sender.ts';
 import { loadConfig } from '../src/config.ts';
 import { createDeps } from '../src/deps.ts';
-import { migrate } from '../src/db/migrate.ts';
 import { envelopeJson, recordEvents } from '../src/events/events.ts';
 import { createWebhookDeliverer } from '../src/worker.ts';
 import { startLoops } from '../src/workers/loop.ts';
+import { cpuSeconds, freshDatabase } from './support.ts';
 
 const CONCURRENCY = Number(process.env.BENCH_WEBHOOK_CONCURRENCY ?? 128);
 const ROUNDS = Number(process.env.BENCH_WEBHOOK_ROUNDS ?? 5);
@@ -42,6 +42,9 @@ const RAW_REQUESTS = Number(process.env.BENCH_WEBHOOK_RAW_REQUESTS ?? 20_000);
 const LATENCY_RATE = 500; // events per second
 const LATENCY_SECONDS = Number(process.env.BENCH_WEBHOOK_LATENCY_SECONDS ?? 10);
 const ONE_ENDPOINT_EVENTS = Number(process.env.BENCH_WEBHOOK_ONE_ENDPOINT_EVENTS ?? 5_000);
+/** BENCH_WEBHOOK_PHASES=one: only the one-endpoint phase (4), e.g. while profiling it. */
+const PHASES = (process.env.BENCH_WEBHOOK_PHASES ?? 'all').split(',');
+const runs = (phase: 'wide' | 'one') => PHASES.includes('all') || PHASES.includes(phase);
 /** Settings the one-endpoint phase must not inherit from the benchmark's own: it runs the defaults. */
 const DELIVERER_SETTINGS = ['WEBHOOK_POLL_MS', 'WEBHOOK_CONCURRENCY', 'WEBHOOK_ENDPOINT_CONCURRENCY', 'WEBHOOK_RETRY_CONCURRENCY', 'WEBHOOK_LEASE_MS', 'WEBHOOK_TIMEOUT_MS', 'WEBHOOK_RETRY_DELAYS_MS'];
 
@@ -50,6 +53,7 @@ const { parentPort, workerData } = require('node:worker_threads');
 const https = require('node:https');
 const seen = [];
 let count = 0;
+let target = Infinity;
 const server = https.createServer({ cert: workerData.cert, key: workerData.key }, (req, res) => {
   const chunks = [];
   req.on('data', (c) => chunks.push(c));
@@ -60,12 +64,14 @@ const server = https.createServer({ cert: workerData.cert, key: workerData.key }
     if (m) seen.push(Number(m[1]), at);
     res.writeHead(200, { 'content-type': 'text/plain' });
     res.end('ok');
+    if (count >= target) { target = Infinity; parentPort.postMessage({ reached: count }); }
   });
 });
 server.keepAliveTimeout = 10000;
 server.listen(0, '127.0.0.1', () => parentPort.postMessage({ port: server.address().port }));
 parentPort.on('message', (msg) => {
   if (msg === 'count') parentPort.postMessage({ count });
+  if (msg.until !== undefined) { target = msg.until; if (count >= target) { target = Infinity; parentPort.postMessage({ reached: count }); } }
   if (msg === 'drain') { parentPort.postMessage({ count, seen: seen.splice(0) }); count = 0; }
   if (msg === 'close') server.close(() => process.exit(0));
 });
@@ -87,6 +93,8 @@ async function startReceiver(cert: string, key: string) {
   return {
     url: `https://127.0.0.1:${port}/hook`,
     async count(): Promise<number> { const r = next(); worker.postMessage('count'); return (await r).count; },
+    /** Resolves once `n` requests have arrived (told by the receiver: no polling on the measured thread). */
+    async until(n: number): Promise<void> { const r = next(); worker.postMessage({ until: n }); await r; },
     async drain(): Promise<{ count: number; seen: number[] }> { const r = next(); worker.postMessage('drain'); return r; },
     async close() { worker.postMessage('close'); await new Promise((r) => worker.once('exit', r)); },
   };
@@ -125,8 +133,16 @@ export async function run(): Promise<object> {
   if (!process.env.DATABASE_URL) throw new Error('bench webhooks needs DATABASE_URL');
   const { certFile, cert, key } = certificate();
   const receiver = await startReceiver(cert, key);
+  // Its own application_name, so the CPU of the PostgreSQL backends serving this run can be told apart.
+  const applicationName = `webhook-bench-${process.pid}`;
+  // Its own database: a deliverer serves every tenant of its database, so one running beside it
+  // (another process's, a test's) would take this run's rows, and earlier runs' rows stay out of it.
+  const fresh = await freshDatabase('msvc_bench_webhooks');
+  const databaseUrl = new URL(fresh.url);
+  databaseUrl.searchParams.set('application_name', applicationName);
   const baseEnv = {
     ...Object.fromEntries(Object.entries(process.env).filter(([name]) => !DELIVERER_SETTINGS.includes(name))),
+    DATABASE_URL: databaseUrl.toString(),
     DATA_DIR: mkdtempSync(join(tmpdir(), 'wh-bench-data-')),
     SEED_DEMO: 'false',
     LOG_LEVEL: 'silent',
@@ -141,10 +157,9 @@ export async function run(): Promise<object> {
     WEBHOOK_ENDPOINT_CONCURRENCY: String(CONCURRENCY),
   });
   const deps = await createDeps(config, pino({ level: 'silent' }));
-  await migrate(deps.database);
   const db = deps.db;
   const tenantId = randomUUID();
-  let loops: ReturnType<typeof startLoops> | null = null;
+  let loops = null as ReturnType<typeof startLoops> | null;
   const payload = Buffer.from(envelopeJson(randomUUID(), 'contact.created', new Date().toISOString(), JSON.stringify(sampleData(0))));
   let seq = 0;
   /** The bench tenant's deliveries whose status is (or, with 'not in', is not) one of `statuses`. */
@@ -153,11 +168,21 @@ export async function run(): Promise<object> {
     .where('tenant_id', '=', tenantId).where('status', op, statuses)
     .executeTakeFirstOrThrow().then((r) => Number(r.n));
 
+  /** CPU seconds so far of each PostgreSQL backend serving this run (the pool's connections). */
+  const backendCpu = async () => {
+    const { rows } = await sql<{ pid: number }>`SELECT pid FROM pg_stat_activity WHERE application_name = ${applicationName}`.execute(db);
+    return new Map(rows.map((r) => [r.pid, cpuSeconds([r.pid])]));
+  };
+  /** CPU used between two snapshots (a backend opened in between counts from zero; one closed in between is lost). */
+  const cpuSince = (before: Map<number, number>, after: Map<number, number>) =>
+    [...after].reduce((sum, [pid, seconds]) => sum + seconds - (before.get(pid) ?? 0), 0);
+
   /** RAW_REQUESTS POSTs of the envelope, `concurrency` at a time; requests/s and main-thread µs per request. */
   async function rawRound(send: (agent: Agent) => Promise<void>, requests = RAW_REQUESTS, concurrency = CONCURRENCY) {
     const agent = new Agent({ connect: { ca: [cert] } });
     let sent = 0;
     const elu = performance.eventLoopUtilization();
+    const cpu = process.cpuUsage();
     const started = performance.now();
     await Promise.all(Array.from({ length: concurrency }, async () => {
       while (sent < requests) {
@@ -167,9 +192,14 @@ export async function run(): Promise<object> {
     }));
     const seconds = (performance.now() - started) / 1000;
     const busy = performance.eventLoopUtilization(elu);
+    const used = process.cpuUsage(cpu);
     await agent.close();
     await receiver.drain();
-    return { per_second: Math.round(requests / seconds), main_thread_us_per_request: Number((busy.active * 1000 / requests).toFixed(1)) };
+    return {
+      per_second: Math.round(requests / seconds),
+      main_thread_us_per_request: Number((busy.active * 1000 / requests).toFixed(1)),
+      process_cpu_us_per_request: Math.round((used.user + used.system) / requests),
+    };
   }
   const viaRequest = async (agent: Agent) => {
     const res = await request(receiver.url, { method: 'POST', body: payload, headers: { 'content-type': 'application/json' }, dispatcher: agent });
@@ -190,12 +220,16 @@ export async function run(): Promise<object> {
     const profiler = await startProfiler();
     const elu = performance.eventLoopUtilization();
     const cpu = process.cpuUsage();
+    const postgresCpu = await backendCpu();
     const started = performance.now();
     loops = startLoops([deliverer.loop()], c.webhookPollMs, pino({ level: 'silent' }));
-    await waitFor(async () => (await receiver.count()) >= events, 300_000);
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([receiver.until(events), new Promise((_, reject) => { timer = setTimeout(() => reject(new Error('benchmark timed out')), 300_000); })]);
+    clearTimeout(timer);
     const seconds = (performance.now() - started) / 1000;
     const busy = performance.eventLoopUtilization(elu);
     const used = process.cpuUsage(cpu);
+    const postgresSeconds = cpuSince(postgresCpu, await backendCpu());
     await profiler?.save('webhooks-drain');
     await loops.stop();
     loops = null;
@@ -208,116 +242,129 @@ export async function run(): Promise<object> {
       main_thread_us_per_event: Number((busy.active * 1000 / events).toFixed(1)),
       // Share of one core the whole process used (main thread, libuv and the receiver's thread).
       process_cpu_share: Number(((used.user + used.system) / 1000 / (seconds * 1000)).toFixed(2)),
+      // CPU per event: this process (deliverer and the receiver's thread) and the PostgreSQL backends serving it.
+      process_cpu_us_per_event: Math.round((used.user + used.system) / events),
+      postgres_cpu_us_per_event: Math.round((postgresSeconds * 1e6) / events),
       deliverer: { ...deliverer.stats },
     };
   }
 
   try {
     await db.insertInto('tenants').values({ id: tenantId, name: 'webhook bench', plan: 'business', api_requests_daily: -1 }).execute();
-    const { data: endpoint } = await deps.webhooks.create(tenantId, { url: receiver.url, events: ['contact.created'] });
+    await deps.webhooks.create(tenantId, { url: receiver.url, events: ['contact.created'] });
 
-    const rounds: { raw_request: Awaited<ReturnType<typeof rawRound>>; raw_dispatch: Awaited<ReturnType<typeof rawRound>>; drain: Awaited<ReturnType<typeof drainRound>> }[] = [];
-    // Warm-up, not recorded: the JIT and the connection pools of both sides.
-    await rawRound(viaRequest, 2_000);
-    await rawRound(viaDispatch, 2_000);
-    await drainRound(2_000);
-    for (let round = 0; round < ROUNDS; round++) {
-      rounds.push({ raw_request: await rawRound(viaRequest), raw_dispatch: await rawRound(viaDispatch), drain: await drainRound() });
-    }
     const median = (values: number[]) => [...values].sort((x, y) => x - y)[Math.floor(values.length / 2)];
-    const rawRequest = median(rounds.map((r) => r.raw_request.per_second));
-    const rawDispatch = median(rounds.map((r) => r.raw_dispatch.per_second));
-    const delivered = median(rounds.map((r) => r.drain.per_second));
-    const notSuccess = await countDeliveries('not in', ['success']);
+    /** Phases 1-3: the wide drain beside raw undici, and commit-to-receipt latency. */
+    async function wide() {
+      const rounds: { raw_request: Awaited<ReturnType<typeof rawRound>>; raw_dispatch: Awaited<ReturnType<typeof rawRound>>; drain: Awaited<ReturnType<typeof drainRound>> }[] = [];
+      // Warm-up, not recorded: the JIT and the connection pools of both sides.
+      await rawRound(viaRequest, 2_000);
+      await rawRound(viaDispatch, 2_000);
+      await drainRound(2_000);
+      for (let round = 0; round < ROUNDS; round++) {
+        rounds.push({ raw_request: await rawRound(viaRequest), raw_dispatch: await rawRound(viaDispatch), drain: await drainRound() });
+      }
+      const rawRequest = median(rounds.map((r) => r.raw_request.per_second));
+      const rawDispatch = median(rounds.map((r) => r.raw_dispatch.per_second));
+      const delivered = median(rounds.map((r) => r.drain.per_second));
+      const notSuccess = await countDeliveries('not in', ['success']);
 
-    // 3. Commit-to-receipt latency at a fixed 500 events/s: 5 events committed every 10 ms.
-    loops = startLoops([createWebhookDeliverer(deps).loop()], config.webhookPollMs, pino({ level: 'silent' }));
-    const committedAt = new Map<number, number>();
-    const total = LATENCY_RATE * LATENCY_SECONDS;
-    const tickMs = 10;
-    const perTick = (LATENCY_RATE * tickMs) / 1000;
-    const latencyStart = Date.now();
-    let produced = 0;
-    const inFlight: Promise<void>[] = [];
-    for (let tick = 0; produced < total; tick++) {
-      const due = latencyStart + tick * tickMs;
-      const wait = due - Date.now();
-      if (wait > 0) await new Promise((r) => setTimeout(r, wait));
-      const events = Array.from({ length: perTick }, () => ({ type: 'contact.created' as const, data: sampleData(++seq) }));
-      produced += events.length;
-      inFlight.push(db.transaction().execute((tx) => recordEvents(tx, tenantId, events)).then(() => {
-        const at = Date.now();
-        for (const e of events) committedAt.set(e.data.seq, at);
-      }));
+      // 3. Commit-to-receipt latency at a fixed 500 events/s: 5 events committed every 10 ms.
+      loops = startLoops([createWebhookDeliverer(deps).loop()], config.webhookPollMs, pino({ level: 'silent' }));
+      const committedAt = new Map<number, number>();
+      const total = LATENCY_RATE * LATENCY_SECONDS;
+      const tickMs = 10;
+      const perTick = (LATENCY_RATE * tickMs) / 1000;
+      const latencyStart = Date.now();
+      let produced = 0;
+      const inFlight: Promise<void>[] = [];
+      for (let tick = 0; produced < total; tick++) {
+        const due = latencyStart + tick * tickMs;
+        const wait = due - Date.now();
+        if (wait > 0) await new Promise((r) => setTimeout(r, wait));
+        const events = Array.from({ length: perTick }, () => ({ type: 'contact.created' as const, data: sampleData(++seq) }));
+        produced += events.length;
+        inFlight.push(db.transaction().execute((tx) => recordEvents(tx, tenantId, events)).then(() => {
+          const at = Date.now();
+          for (const e of events) committedAt.set(e.data.seq, at);
+        }));
+      }
+      await Promise.all(inFlight);
+      const productionSeconds = (Date.now() - latencyStart) / 1000;
+      await waitFor(async () => (await receiver.count()) >= total, 60_000);
+      const { seen } = await receiver.drain();
+      const latencies: number[] = [];
+      for (let i = 0; i < seen.length; i += 2) {
+        const commit = committedAt.get(seen[i]);
+        if (commit !== undefined) latencies.push(seen[i + 1] - commit);
+      }
+      latencies.sort((a, b) => a - b);
+      await loops.stop();
+      loops = null;
+      return {
+        concurrency: CONCURRENCY,
+        rounds: ROUNDS,
+        payload_bytes: payload.length,
+        raw_undici_request_per_second: rawRequest,
+        raw_undici_dispatch_per_second: rawDispatch,
+        outbox_drain: { events_per_round: DRAIN_EVENTS, per_second: delivered, not_success: notSuccess },
+        ratio_to_raw_request: Number((delivered / rawRequest).toFixed(3)),
+        ratio_to_raw_dispatch: Number((delivered / rawDispatch).toFixed(3)),
+        meets_target: delivered / rawRequest >= 0.5,
+        latency_at_500_per_second: {
+          events: latencies.length, achieved_rate: Math.round(total / productionSeconds),
+          p50_ms: percentile(latencies, 50), p95_ms: percentile(latencies, 95), p99_ms: percentile(latencies, 99), max_ms: latencies[latencies.length - 1],
+        },
+        per_round: rounds,
+      };
     }
-    await Promise.all(inFlight);
-    const productionSeconds = (Date.now() - latencyStart) / 1000;
-    await waitFor(async () => (await receiver.count()) >= total, 60_000);
-    const { seen } = await receiver.drain();
-    const latencies: number[] = [];
-    for (let i = 0; i < seen.length; i += 2) {
-      const commit = committedAt.get(seen[i]);
-      if (commit !== undefined) latencies.push(seen[i + 1] - commit);
-    }
-    latencies.sort((a, b) => a - b);
 
-    // 4. One endpoint, default deliverer settings, against raw undici at the same per-endpoint cap.
-    await loops.stop();
-    loops = null;
-    const cap = defaults.webhookEndpointConcurrency;
-    const oneRounds: { raw_request: Awaited<ReturnType<typeof rawRound>>; drain: Awaited<ReturnType<typeof drainRound>> }[] = [];
-    await drainRound(Math.min(1_000, ONE_ENDPOINT_EVENTS), defaults);
-    for (let round = 0; round < ROUNDS; round++) {
-      oneRounds.push({ raw_request: await rawRound(viaRequest, ONE_ENDPOINT_EVENTS, cap), drain: await drainRound(ONE_ENDPOINT_EVENTS, defaults) });
+    /** Phase 4: one endpoint, default deliverer settings, against raw undici at the same per-endpoint cap. */
+    async function oneEndpoint() {
+      const cap = defaults.webhookEndpointConcurrency;
+      const oneRounds: { raw_request: Awaited<ReturnType<typeof rawRound>>; drain: Awaited<ReturnType<typeof drainRound>> }[] = [];
+      await rawRound(viaRequest, 1_000, cap);
+      await drainRound(Math.min(1_000, ONE_ENDPOINT_EVENTS), defaults);
+      for (let round = 0; round < ROUNDS; round++) {
+        oneRounds.push({ raw_request: await rawRound(viaRequest, ONE_ENDPOINT_EVENTS, cap), drain: await drainRound(ONE_ENDPOINT_EVENTS, defaults) });
+      }
+      const oneRaw = median(oneRounds.map((r) => r.raw_request.per_second));
+      const oneDelivered = median(oneRounds.map((r) => r.drain.per_second));
+      return {
+        settings: {
+          poll_ms: defaults.webhookPollMs, concurrency: defaults.webhookConcurrency, endpoint_concurrency: cap, retry_concurrency: defaults.webhookRetryConcurrency,
+        },
+        events_per_round: ONE_ENDPOINT_EVENTS,
+        raw_undici_request_per_second: oneRaw,
+        per_second: oneDelivered,
+        ratio_to_raw_request: Number((oneDelivered / oneRaw).toFixed(3)),
+        meets_target: oneDelivered / oneRaw >= 0.5,
+        not_success: await countDeliveries('not in', ['success']),
+        per_round: oneRounds,
+      };
     }
-    const oneRaw = median(oneRounds.map((r) => r.raw_request.per_second));
-    const oneDelivered = median(oneRounds.map((r) => r.drain.per_second));
-    const oneEndpoint = {
-      settings: {
-        poll_ms: defaults.webhookPollMs, concurrency: defaults.webhookConcurrency, endpoint_concurrency: cap, retry_concurrency: defaults.webhookRetryConcurrency,
-      },
-      events_per_round: ONE_ENDPOINT_EVENTS,
-      raw_undici_request_per_second: oneRaw,
-      per_second: oneDelivered,
-      ratio_to_raw_request: Number((oneDelivered / oneRaw).toFixed(3)),
-      meets_target: oneDelivered / oneRaw >= 0.5,
-      not_success: await countDeliveries('not in', ['success']),
-      per_round: oneRounds,
-    };
 
+    const wideResult = runs('wide') ? await wide() : null;
+    const one = runs('one') ? await oneEndpoint() : null;
     const result = {
-      concurrency: CONCURRENCY,
-      rounds: ROUNDS,
-      payload_bytes: payload.length,
-      raw_undici_request_per_second: rawRequest,
-      raw_undici_dispatch_per_second: rawDispatch,
-      outbox_drain: { events_per_round: DRAIN_EVENTS, per_second: delivered, not_success: notSuccess },
-      ratio_to_raw_request: Number((delivered / rawRequest).toFixed(3)),
-      ratio_to_raw_dispatch: Number((delivered / rawDispatch).toFixed(3)),
-      meets_target: delivered / rawRequest >= 0.5,
-      latency_at_500_per_second: {
-        events: latencies.length, achieved_rate: Math.round(total / productionSeconds),
-        p50_ms: percentile(latencies, 50), p95_ms: percentile(latencies, 95), p99_ms: percentile(latencies, 99), max_ms: latencies[latencies.length - 1],
-      },
-      per_round: rounds,
-      one_endpoint_defaults: oneEndpoint,
+      ...wideResult,
+      one_endpoint_defaults: one,
       targets: { ratio_to_raw_request_at_least: 0.5, p99_ms_at_most: 250, one_endpoint_defaults_ratio_at_least: 0.5 },
     };
-    console.log(`webhooks: median of ${ROUNDS} interleaved rounds: raw undici request ${rawRequest}/s, dispatch ${rawDispatch}/s; `
-      + `outbox->receiver ${delivered}/s (ratio ${result.ratio_to_raw_request} of request, ${result.ratio_to_raw_dispatch} of dispatch); `
-      + `commit->receipt at 500/s p50 ${result.latency_at_500_per_second.p50_ms} ms p99 ${result.latency_at_500_per_second.p99_ms} ms; `
-      + `one endpoint at defaults ${oneDelivered}/s against raw undici request at ${cap} in flight ${oneRaw}/s (ratio ${oneEndpoint.ratio_to_raw_request})`);
+    if (wideResult) {
+      console.log(`webhooks: median of ${ROUNDS} interleaved rounds: raw undici request ${wideResult.raw_undici_request_per_second}/s, dispatch ${wideResult.raw_undici_dispatch_per_second}/s; `
+        + `outbox->receiver ${wideResult.outbox_drain.per_second}/s (ratio ${wideResult.ratio_to_raw_request} of request, ${wideResult.ratio_to_raw_dispatch} of dispatch); `
+        + `commit->receipt at 500/s p50 ${wideResult.latency_at_500_per_second.p50_ms} ms p99 ${wideResult.latency_at_500_per_second.p99_ms} ms`);
+    }
+    if (one) {
+      console.log(`webhooks: one endpoint at defaults ${one.per_second}/s against raw undici request at ${one.settings.endpoint_concurrency} in flight `
+        + `${one.raw_undici_request_per_second}/s (ratio ${one.ratio_to_raw_request}; median of ${ROUNDS} rounds)`);
+    }
     return result;
   } finally {
     await loops?.stop();
-    // The bench tenant's rows are removed so repeated runs do not grow the database.
-    await db.deleteFrom('webhook_deliveries').where('tenant_id', '=', tenantId).execute();
-    await db.deleteFrom('webhook_payloads').where('tenant_id', '=', tenantId).execute();
-    await db.deleteFrom('webhook_endpoints').where('tenant_id', '=', tenantId).execute();
-    await db.deleteFrom('events').where('tenant_id', '=', tenantId).execute();
-    await db.deleteFrom('tenants').where('id', '=', tenantId).execute();
-    await sql`VACUUM webhook_deliveries`.execute(db);
     await deps.close();
+    await fresh.drop();
     await receiver.close();
   }
 }

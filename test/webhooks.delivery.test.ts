@@ -11,6 +11,7 @@ import { WebhookDeliverer } from '../src/workers/webhook-deliverer.ts';
 import { startLoops, type RunningLoops } from '../src/workers/loop.ts';
 import { call, createTenant, eventually, hasPostgres, makeTempDir, removeTempDir, startTestApp, uniquePhone, type TestApp, type TestTenant } from './helpers/app.ts';
 import { startReceiver, type Receiver } from './helpers/https-receiver.ts';
+import { createOwnDatabase } from './helpers/own-database.ts';
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 const MINUTE = 60_000;
@@ -34,7 +35,8 @@ describe('the default webhook retry schedule', () => {
   });
 });
 
-describe.skipIf(!hasPostgres)('webhook delivery (real HTTPS receiver, real worker loop)', () => {
+describe.skipIf(!hasPostgres)('webhook delivery (real HTTPS receiver, real worker loop, own database)', () => {
+  let database: Awaited<ReturnType<typeof createOwnDatabase>>;
   let t: TestApp;
   let receiver: Receiver;
   let loops: RunningLoops | null = null;
@@ -44,8 +46,13 @@ describe.skipIf(!hasPostgres)('webhook delivery (real HTTPS receiver, real worke
   const stopDeliverer = async () => { await loops?.stop(); loops = null; };
 
   beforeAll(async () => {
+    // A deliverer serves every tenant of its database: one of another process on the shared test
+    // database (other keys, other timings) took this file's rows and failed them (a secret it could
+    // not decrypt), and this file's deliverers would take theirs.
+    database = await createOwnDatabase('msvc_wh_delivery');
     receiver = await startReceiver();
     t = await startTestApp({
+      DATABASE_URL: database.url,
       WEBHOOK_DELIVERY_ENABLED: 'true',
       WEBHOOK_EXTRA_CA_FILE: receiver.caFile,
       WEBHOOK_ALLOW_PRIVATE_NETWORKS: 'true',
@@ -62,8 +69,9 @@ describe.skipIf(!hasPostgres)('webhook delivery (real HTTPS receiver, real worke
   afterEach(async () => { if (!loops) startDeliverer(); });
   afterAll(async () => {
     await stopDeliverer();
-    await t.close();
-    await receiver.close();
+    await t?.close();
+    await receiver?.close();
+    await database?.drop();
   });
 
   const freshPath = (name: string) => `/${name}-${++pathCounter}`;

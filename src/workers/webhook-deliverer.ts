@@ -8,6 +8,16 @@ import type { WorkerLoop } from './loop.ts';
 // One flush at a time: a second one would only wait on the first's endpoint row locks, and records
 // in completion order keep "consecutive failures" meaningful.
 const MAX_PARALLEL_FLUSHES = 1;
+/**
+ * Finished attempts are recorded once a slot set's worth (`concurrency`) is ready, or this long after
+ * the first of them: each record is a round trip and a statement whose fixed cost is shared by its
+ * batch. A crash in between loses no delivery (the rows are still leased; see recordAttemptResults).
+ */
+const FLUSH_DELAY_MS = 10;
+/** Rows a process holds at most (in flight, or claimed and waiting), in slot sets (`concurrency`). */
+const HELD_SLOT_SETS = 4;
+/** Retries are looked for at least this often while fresh work keeps the claims busy. */
+const RETRY_CLAIM_MS = 100;
 const DRAIN_GRACE_MS = 2_000;
 /**
  * How long a claimed row may wait in memory for a slot. A claim carries the endpoint's URL and
@@ -76,6 +86,7 @@ export class WebhookDeliverer {
   private finished: AttemptResult[] = [];
   /** Flushes in progress (at most MAX_PARALLEL_FLUSHES). */
   private flushes = new Set<Promise<void>>();
+  private flushTimer: NodeJS.Timeout | undefined;
   private slotWaiters = new Set<() => void>();
   private attempts = new Set<Promise<void>>();
   private secrets = new Map<string, string>();
@@ -98,24 +109,29 @@ export class WebhookDeliverer {
     // Claim in batches, when half of the run-ahead is used up; and not while too many results wait
     // to be recorded (the database is slow or down). Only rows about to start count as run-ahead:
     // rows held back by a saturated (slow or hung) endpoint must not stop claims for the others.
-    if (this.startableWaiting() >= Math.ceil(concurrency / 2) || this.finished.length > 2 * concurrency) {
+    const enoughWaiting = () => this.startableWaiting() >= Math.ceil(concurrency / 2) || this.finished.length > 2 * concurrency;
+    if (enoughWaiting()) {
       this.stats.slotWaits++;
-      await this.waitForSlots(this.options.pollMs);
+      // Woken when that no longer holds, not at every attempt that ends.
+      await this.waitForSlots(this.options.pollMs, () => !enoughWaiting());
       return 1;
     }
-    const room = Math.max(0, 2 * concurrency - this.inflight - this.readyCount);
+    const room = Math.max(0, HELD_SLOT_SETS * concurrency - this.inflight - this.readyCount);
     // Per endpoint, in flight plus waiting stays within its limit (limitOf; two caps by default).
     const claim = (kind: 'first' | 'retry', limit: number) =>
       claimDueDeliveries(this.db, { kind, limit, endpointCap: 2 * endpointConcurrency, room: this.roomPerEndpoint(), leaseMs });
     const started = performance.now();
     const fresh = await claim('first', room);
     this.enqueue(fresh, false);
-    // Retries are looked for when fresh work left room, and at least every 100 ms under a flood of
-    // fresh work, so they are delayed at most that long but never cost a query per batch.
+    // Retries are looked for when there was no fresh work, and at least every RETRY_CLAIM_MS while
+    // there is, so they are delayed at most that long but never cost a query per batch. (A claim
+    // held back by endpoint limits returns less than `room` with fresh work still due, and a claim
+    // of retries walks past the endpoint's due first attempts: measured, a backlog of 5,000 made
+    // each such claim cost more than the batch of first attempts before it.)
     const retryRoom = Math.min(room - fresh.length, retryConcurrency - this.inflightRetries - this.readyRetries);
     const now = Date.now();
     let retries: ClaimedDelivery[] = [];
-    if (retryRoom > 0 && (fresh.length < room || now - this.lastRetryClaim >= 100)) {
+    if (retryRoom > 0 && (fresh.length === 0 || now - this.lastRetryClaim >= RETRY_CLAIM_MS)) {
       this.lastRetryClaim = now;
       retries = await claim('retry', retryRoom);
       this.enqueue(retries, true);
@@ -158,9 +174,10 @@ export class WebhookDeliverer {
     ]);
     clearTimeout(timer);
     while (this.finished.length > 0 || this.flushes.size > 0) {
-      if (this.flushes.size === 0) this.scheduleFlush();
+      if (this.flushes.size === 0) this.scheduleFlush(true);
       await Promise.race(this.flushes);
     }
+    clearTimeout(this.flushTimer);
     this.drained = true;
   }
 
@@ -233,8 +250,10 @@ export class WebhookDeliverer {
    * Claimed rows that may wait behind an endpoint's slots: what its slots get through in AHEAD_MS at
    * its recent response times, so a row waits about that long (well within MAX_WAIT_MS). Sized by
    * response times, not by the rate achieved, which a too small claim-ahead would hold down. At
-   * least one cap's worth (an endpoint not attempted yet, or a slow one); at most half the process's
-   * run-ahead, so one endpoint leaves the other half to the rest. An endpoint that stopped answering
+   * least one cap's worth (an endpoint not attempted yet, or a slow one); with its slots, at most
+   * half of what the process holds, so one endpoint leaves the other half to the rest. The larger
+   * the claim-ahead, the larger the claims for a fast endpoint: each claim's fixed cost (a round
+   * trip, planning, the endpoint scan) is shared by more rows. An endpoint that stopped answering
    * (attempts in flight, no progress for AHEAD_MS) is back to one cap at once, not after its timeouts:
    * no more rows are claimed for it, and those it holds no longer count as about to start (they are
    * given back after MAX_WAIT_MS).
@@ -243,7 +262,8 @@ export class WebhookDeliverer {
     const { endpointConcurrency, concurrency } = this.options;
     const pace = this.pace.get(endpointId);
     if (!pace || ((this.busy.get(endpointId) ?? 0) > 0 && performance.now() - pace.progressAt > AHEAD_MS)) return endpointConcurrency;
-    return Math.max(endpointConcurrency, Math.min(Math.floor((endpointConcurrency * AHEAD_MS) / Math.max(1, pace.ms)), concurrency));
+    const most = (HELD_SLOT_SETS / 2) * concurrency - endpointConcurrency;
+    return Math.max(endpointConcurrency, Math.min(Math.floor((endpointConcurrency * AHEAD_MS) / Math.max(1, pace.ms)), most));
   }
 
   private recordPace(endpointId: string, ms: number, now: number) {
@@ -301,7 +321,7 @@ export class WebhookDeliverer {
       this.finished.push(result);
       this.scheduleFlush();
       if (!this.stopping) this.fill();
-      for (const wake of [...this.slotWaiters]) wake();
+      this.wakeSlotWaiters();
     });
     this.attempts.add(attempt);
     void attempt.finally(() => this.attempts.delete(attempt));
@@ -346,37 +366,46 @@ export class WebhookDeliverer {
     return secret;
   }
 
-  private scheduleFlush() {
-    if (this.flushes.size >= MAX_PARALLEL_FLUSHES) return;
-    const flush: Promise<void> = new Promise<void>((resolve) => setImmediate(resolve))
-      .then(() => this.flush())
-      .finally(() => this.flushes.delete(flush));
+  /** Records finished attempts: now if `now`, a batch is ready or the deliverer stops, else within FLUSH_DELAY_MS. */
+  private scheduleFlush(now = false) {
+    if (this.flushes.size >= MAX_PARALLEL_FLUSHES || this.finished.length === 0) return; // a flush that ends schedules the next
+    if (!now && !this.stopping && this.finished.length < this.options.concurrency) {
+      this.flushTimer ??= setTimeout(() => {
+        this.flushTimer = undefined;
+        this.scheduleFlush(true);
+      }, FLUSH_DELAY_MS);
+      return;
+    }
+    clearTimeout(this.flushTimer);
+    this.flushTimer = undefined;
+    const flush: Promise<void> = this.flush().finally(() => {
+      this.flushes.delete(flush);
+      this.scheduleFlush();
+    });
     this.flushes.add(flush);
   }
 
   private async flush(): Promise<void> {
+    const batch = this.finished.splice(0, 1000);
     try {
-      while (this.finished.length > 0) {
-        const batch = this.finished.splice(0, 1000);
-        try {
-          const started = performance.now();
-          await recordAttemptResults(this.db, batch);
-          this.stats.flushes++;
-          this.stats.flushed += batch.length;
-          this.stats.flushMs += performance.now() - started;
-        } catch (err) {
-          // Keep the results and the slots: the attempts happened; write them when the database is back.
-          // If it stays down past the lease, another worker re-attempts and our stale write is dropped.
-          this.logger.error({ err, count: batch.length }, 'recording webhook attempts failed; retrying');
-          this.finished.unshift(...batch);
-          await new Promise((r) => setTimeout(r, Math.min(1000, this.options.pollMs * 4)));
-          continue;
-        }
-        for (const wake of [...this.slotWaiters]) wake();
-      }
+      const started = performance.now();
+      await recordAttemptResults(this.db, batch);
+      this.stats.flushes++;
+      this.stats.flushed += batch.length;
+      this.stats.flushMs += performance.now() - started;
+      this.wakeSlotWaiters();
     } catch (err) {
-      this.logger.error({ err }, 'webhook attempt flush failed');
+      // Keep the results and the slots: the attempts happened; write them when the database is back.
+      // If it stays down past the lease, another worker re-attempts and our stale write is dropped.
+      this.logger.error({ err, count: batch.length }, 'recording webhook attempts failed; retrying');
+      this.finished.unshift(...batch);
+      await new Promise((r) => setTimeout(r, Math.min(1000, this.options.pollMs * 4)));
     }
+  }
+
+  private wakeSlotWaiters() {
+    // A waiter removes itself when woken; a Set's iteration allows that.
+    for (const wake of this.slotWaiters) wake();
   }
 
   /** Resolves when a slot frees (an attempt finished or results were recorded) and `ready` holds, or after `timeoutMs`. */

@@ -143,84 +143,48 @@ export interface AttemptResult extends LoggedOutcome {
 }
 
 /**
- * Records a batch of finished attempts and their effect on each endpoint in ONE transaction, so the
- * failure count can never disagree with the log. Rows are matched on their claimed attempt number:
- * a result that arrives after its lease expired and another worker re-attempted is dropped.
- * Results are in completion order, which decides what "consecutive" means within the batch.
+ * Records a batch of finished attempts and their effect on each endpoint in ONE statement (one
+ * round trip, one transaction), so the failure count can never disagree with the log: the delivery
+ * rows through webhook_record_attempts (migration 0012), whose per-endpoint outcome updates the
+ * endpoint rows. Rows are matched on their claimed attempt number: a result that arrives after its
+ * lease expired and another worker re-attempted is dropped. Results are in completion order, which
+ * decides what "consecutive" means within the batch. Returns how many results were recorded.
+ *
+ * Endpoint rows are locked in id order first (`locked`), so concurrent flushers touching the same
+ * endpoints never deadlock; the update reads the endpoint's failure count from the row it updates,
+ * which under READ COMMITTED is its latest committed version once locked.
  */
-export async function recordAttemptResults(db: Db, results: AttemptResult[]): Promise<void> {
-  if (results.length === 0) return;
-  await db.transaction().execute(async (tx) => {
-    // Losing this commit in a database crash loses no delivery: the rows are still leased and are
-    // attempted again after the lease (at-least-once; receivers deduplicate on the event id). Not
-    // waiting for the WAL flush is what lets a worker record thousands of attempts per second.
-    await sql`SET LOCAL synchronous_commit = off`.execute(tx);
-    await tidScanOnly.execute(tx);
-    const updated = await sql<{ id: string }>`
-      UPDATE webhook_deliveries d SET
-        status = CASE WHEN v.ok THEN 'success' WHEN v.delay_ms IS NULL THEN 'abandoned' ELSE 'retrying' END,
-        attempt_number = v.prev_attempt + 1,
-        next_attempt_at = CASE WHEN v.ok OR v.delay_ms IS NULL THEN NULL ELSE now() + v.delay_ms * interval '1 millisecond' END,
-        lease_until = NULL,
-        request_url = v.url,
-        response_status_code = v.code,
-        response_time_ms = v.ms,
-        response_body = v.body,
-        error_class = v.eclass,
-        error_message = v.emsg,
-        completed_at = CASE WHEN v.ok OR v.delay_ms IS NULL THEN now() ELSE NULL END
-      FROM unnest(
-        ${results.map((r) => r.delivery.id)}::uuid[], ${results.map((r) => r.delivery.tenant_id)}::uuid[],
-        ${results.map((r) => r.delivery.attempt_number)}::int[], ${results.map((r) => r.ok)}::bool[],
-        ${results.map((r) => r.statusCode)}::int[], ${results.map((r) => r.responseTimeMs)}::int[],
-        ${results.map((r) => r.responseBody)}::text[], ${results.map((r) => r.errorClass)}::text[],
-        ${results.map((r) => r.errorMessage)}::text[], ${results.map((r) => r.retryDelayMs)}::bigint[],
-        ${results.map((r) => r.delivery.url)}::text[]
-      ) AS v(id, tenant_id, prev_attempt, ok, code, ms, body, eclass, emsg, delay_ms, url)
-      -- Rows are found by the ctid their lease returned (see tidScanOnly). A row changed since
-      -- (lease expired and re-claimed, endpoint deleted) has moved, and the id/attempt checks
-      -- below drop the stale result.
-      WHERE d.ctid = ANY (${results.map((r) => r.delivery.ctid)}::tid[])
-        AND d.id = v.id AND d.tenant_id = v.tenant_id AND d.attempt_number = v.prev_attempt AND d.status IN ('pending', 'retrying')
-      RETURNING d.id
-    `.execute(tx);
-    await plannerDefaults.execute(tx);
-    const recorded = new Set(updated.rows.map((r) => r.id));
-
-    const perEndpoint = new Map<string, { tenantId: string; hadSuccess: boolean; trailingFailures: number; failures: number }>();
-    for (const r of results) {
-      if (!recorded.has(r.delivery.id)) continue;
-      const s = perEndpoint.get(r.delivery.endpoint_id) ?? { tenantId: r.delivery.tenant_id, hadSuccess: false, trailingFailures: 0, failures: 0 };
-      if (r.ok) {
-        s.hadSuccess = true;
-        s.trailingFailures = 0;
-      } else {
-        s.failures += 1;
-        s.trailingFailures += 1;
-      }
-      perEndpoint.set(r.delivery.endpoint_id, s);
-    }
-    if (perEndpoint.size === 0) return;
-    // Lock endpoint rows in id order: concurrent flushers touching the same endpoints never deadlock.
-    const ids = [...perEndpoint.keys()].sort();
-    const entries = ids.map((id) => ({ id, ...perEndpoint.get(id)! }));
-    await sql`SELECT id FROM webhook_endpoints WHERE id = ANY (${ids}::uuid[]) ORDER BY id FOR UPDATE`.execute(tx);
-    await sql`
+export async function recordAttemptResults(db: Queryable, results: AttemptResult[]): Promise<number> {
+  if (results.length === 0) return 0;
+  const count = sql`CASE WHEN n.had_success THEN n.trailing_failures ELSE e.consecutive_failures + n.failures END`;
+  const column = <T>(pick: (r: AttemptResult) => T) => results.map(pick);
+  const { rows } = await sql<{ recorded: number }>`
+    WITH n AS MATERIALIZED (
+      SELECT * FROM webhook_record_attempts(
+        ${column((r) => r.delivery.ctid)}::tid[], ${column((r) => r.delivery.id)}::uuid[], ${column((r) => r.delivery.tenant_id)}::uuid[],
+        ${column((r) => r.delivery.attempt_number)}::int[], ${column((r) => r.ok)}::boolean[], ${column((r) => r.statusCode)}::int[],
+        ${column((r) => r.responseTimeMs)}::int[], ${column((r) => r.responseBody)}::text[], ${column((r) => r.errorClass)}::text[],
+        ${column((r) => r.errorMessage)}::text[], ${column((r) => r.retryDelayMs)}::bigint[], ${column((r) => r.delivery.url)}::text[]
+      )
+    ),
+    locked AS (
+      SELECT e.id FROM webhook_endpoints e WHERE e.id IN (SELECT endpoint_id FROM n) ORDER BY e.id FOR UPDATE
+    ),
+    endpoints AS (
       UPDATE webhook_endpoints e SET
-        consecutive_failures = n.count,
-        is_active = e.is_active AND n.count < ${AUTO_DISABLE_AFTER},
-        updated_at = CASE WHEN e.is_active AND n.count >= ${AUTO_DISABLE_AFTER} THEN now() ELSE e.updated_at END,
+        consecutive_failures = ${count},
+        is_active = e.is_active AND ${count} < ${AUTO_DISABLE_AFTER},
+        updated_at = CASE WHEN e.is_active AND ${count} >= ${AUTO_DISABLE_AFTER} THEN now() ELSE e.updated_at END,
         last_success_at = CASE WHEN n.had_success THEN now() ELSE e.last_success_at END,
         last_failure_at = CASE WHEN n.failures > 0 THEN now() ELSE e.last_failure_at END
-      FROM (
-        SELECT v.*, CASE WHEN v.had_success THEN v.trailing_failures ELSE w.consecutive_failures + v.failures END AS count
-        FROM unnest(
-          ${entries.map((e) => e.id)}::uuid[], ${entries.map((e) => e.tenantId)}::uuid[], ${entries.map((e) => e.hadSuccess)}::bool[],
-          ${entries.map((e) => e.trailingFailures)}::int[], ${entries.map((e) => e.failures)}::int[]
-        ) AS v(id, tenant_id, had_success, trailing_failures, failures)
-        JOIN webhook_endpoints w ON w.id = v.id AND w.tenant_id = v.tenant_id
-      ) n
-      WHERE e.id = n.id AND e.tenant_id = n.tenant_id
-    `.execute(tx);
-  });
+      FROM locked l JOIN n ON n.endpoint_id = l.id
+      WHERE e.id = l.id AND e.tenant_id = n.tenant_id
+    )
+    -- Losing this commit in a database crash loses no delivery: the rows are still leased and are
+    -- attempted again after the lease (at-least-once; receivers deduplicate on the event id). Not
+    -- waiting for the WAL flush is what lets a worker record thousands of attempts per second.
+    -- (Transaction-local: it applies to this statement's commit.)
+    SELECT (SELECT coalesce(sum(n.recorded), 0) FROM n)::int AS recorded, set_config('synchronous_commit', 'off', true) AS commit_mode
+  `.execute(db);
+  return rows[0].recorded;
 }

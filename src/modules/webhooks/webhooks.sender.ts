@@ -89,6 +89,8 @@ export function guardedLookup(hostname: string, lookupOptions: LookupOptions, ca
  */
 export class WebhookSender {
   private agent: Agent;
+  /** Parsed endpoint URLs by their text: an endpoint's attempts all go to the same few URLs. */
+  private urls = new Map<string, URL>();
 
   constructor(private options: SenderOptions) {
     // Built once: a `ca` list given per connection is parsed again (all root certificates) for every
@@ -123,8 +125,7 @@ export class WebhookSender {
     const elapsed = () => Math.round(performance.now() - started);
     let url: URL;
     try {
-      url = new URL(req.url);
-      if (url.protocol !== 'https:') throw new Error('webhook URL must use https');
+      url = this.parsed(req.url);
     } catch (err) {
       return { ok: false, statusCode: null, responseTimeMs: 0, responseBody: null, errorClass: 'invalid_url', errorMessage: (err as Error).message };
     }
@@ -145,6 +146,18 @@ export class WebhookSender {
       const { errorClass, errorMessage } = classify(err, this.options.timeoutMs);
       return { ok: false, statusCode: null, responseTimeMs: elapsed(), responseBody: null, errorClass, errorMessage };
     }
+  }
+
+  /** The URL, parsed once per distinct text (URL objects are only read here). */
+  private parsed(text: string): URL {
+    let url = this.urls.get(text);
+    if (url === undefined) {
+      url = new URL(text);
+      if (url.protocol !== 'https:') throw new Error('webhook URL must use https');
+      if (this.urls.size >= 10_000) this.urls.clear();
+      this.urls.set(text, url);
+    }
+    return url;
   }
 
   async close(): Promise<void> {
