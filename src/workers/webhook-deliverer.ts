@@ -15,7 +15,7 @@ const MAX_PARALLEL_FLUSHES = 1;
  */
 const FLUSH_DELAY_MS = 10;
 /** Rows a process holds at most (in flight, or claimed and waiting), in slot sets (`concurrency`). */
-const HELD_SLOT_SETS = 4;
+const HELD_SLOT_SETS = 6;
 /** Retries are looked for at least this often while fresh work keeps the claims busy. */
 const RETRY_CLAIM_MS = 100;
 const DRAIN_GRACE_MS = 2_000;
@@ -47,19 +47,21 @@ export interface DelivererOptions {
 
 /**
  * Delivers webhook rows: claims due rows (leased, SKIP LOCKED), POSTs them concurrently with no
- * transaction open, and records finished attempts in batches (one transaction per batch, deliveries
+ * transaction open, and records finished attempts in batches (one statement per batch, deliveries
  * and endpoint failure counts together). Batching the writes is what lets one worker keep up with a
- * campaign's event rate: a transaction per attempt would cap it at the database's commit rate.
+ * campaign's event rate: a transaction per attempt would cap it at the database's commit rate, and
+ * the per-batch cost (round trip, planning) is much of an event's cost when batches are small.
  *
- * Claims run ahead of the slots: up to one slot set's worth of claimed rows waits in memory, so a
- * slot that frees up is refilled at once instead of after a claim round trip (measured: without it
- * the slots sat mostly empty while claims were in flight). A row that waited longer than
- * MAX_WAIT_MS, or so long that its attempt could outlive its lease, is not started but given back.
+ * Claims run ahead of the slots: claimed rows wait in memory, so a slot that frees up is refilled
+ * at once instead of after a claim round trip (measured: without it the slots sat mostly empty
+ * while claims were in flight). A row that waited longer than MAX_WAIT_MS, or so long that its
+ * attempt could outlive its lease, is not started but given back.
  *
  * Fairness: at most `endpointConcurrency` attempts per endpoint are in flight (a hung endpoint
  * holds a few slots, never all of them); retries may use at most `retryConcurrency` slots, so the
  * rest is always available to first attempts and a backlog of retries to dead endpoints cannot
- * starve fresh traffic. A slot is released only after its result is recorded.
+ * starve fresh traffic. A slot frees when its attempt ends; the row stays leased until its result
+ * is recorded.
  *
  * Per endpoint: at most its cap in flight, and behind them a claim-ahead of one cap, or for an
  * endpoint that answers fast, about AHEAD_MS of its attempts (see aheadOf): with one cap ahead, a
@@ -106,10 +108,11 @@ export class WebhookDeliverer {
     if (this.stopping) return 0;
     const { concurrency, endpointConcurrency, retryConcurrency, leaseMs } = this.options;
     this.fill();
-    // Claim in batches, when half of the run-ahead is used up; and not while too many results wait
-    // to be recorded (the database is slow or down). Only rows about to start count as run-ahead:
+    // Claim in batches, once less than a slot set's worth of rows is about to start (enough to keep
+    // the slots busy through a claim's round trip on a loaded database); and not while too many
+    // results wait to be recorded (the database is slow or down). Only rows about to start count:
     // rows held back by a saturated (slow or hung) endpoint must not stop claims for the others.
-    const enoughWaiting = () => this.startableWaiting() >= Math.ceil(concurrency / 2) || this.finished.length > 2 * concurrency;
+    const enoughWaiting = () => this.startableWaiting() >= concurrency || this.finished.length > 2 * concurrency;
     if (enoughWaiting()) {
       this.stats.slotWaits++;
       // Woken when that no longer holds, not at every attempt that ends.
