@@ -85,36 +85,42 @@ describe('msvc operator commands against a real service', { timeout: 120_000 }, 
     expect(viaProfile.code, viaProfile.stderr).toBe(0);
     expect(JSON.parse(viaProfile.stdout).scopes).toHaveLength(12);
     // The wrong token of the profile loses to the environment's.
-    expect((await runCli(['--config', file, '--profile', 'broken', 'scopes'], { ADMIN_TOKEN })).code).toBe(0);
-    expect((await runCli(['--config', file, '--profile', 'broken', 'scopes'])).code).toBe(4);
-    expect((await runCli(['--config', file, '--profile', 'missing', 'scopes'])).code).toBe(2);
+    const [envWins, profileToken, noProfile] = await Promise.all([
+      runCli(['--config', file, '--profile', 'broken', 'scopes'], { ADMIN_TOKEN }),
+      runCli(['--config', file, '--profile', 'broken', 'scopes']),
+      runCli(['--config', file, '--profile', 'missing', 'scopes']),
+    ]);
+    expect(envWins.code).toBe(0);
+    expect(profileToken.code).toBe(4);
+    expect(noProfile.code).toBe(2);
   });
 
   it('ends with exit codes scripts can rely on, and a JSON error with --json', async () => {
-    const noToken = await runCli(['scopes'], { MSVC_URL: url });
+    // Independent runs, started together.
+    const [noToken, wrongToken, missing, invalid, missingOption, unknownCommand, badNumber, help, unreachable] = await Promise.all([
+      runCli(['scopes'], { MSVC_URL: url }),
+      runCli(['scopes', '--json'], { MSVC_URL: url, ADMIN_TOKEN: 'adm_wrong' }),
+      runCli(['tenants', 'show', randomUUID(), '--json'], env),
+      runCli(['tenants', 'create', '--name', 'x', '--plan', 'platinum'], env),
+      runCli(['tenants', 'create', '--name', 'x'], env),
+      runCli(['tenants', 'frobnicate'], env),
+      runCli(['tenants', 'list', '--limit', 'many'], env),
+      runCli(['--help']),
+      runCli(['scopes'], { MSVC_URL: 'http://127.0.0.1:9', ADMIN_TOKEN }),
+    ]);
     expect(noToken.code).toBe(2);
     expect(noToken.stderr).toContain('no admin token');
-
-    const wrongToken = await runCli(['scopes', '--json'], { MSVC_URL: url, ADMIN_TOKEN: 'adm_wrong' });
     expect(wrongToken.code).toBe(4);
     expect(JSON.parse(wrongToken.stderr).error).toMatchObject({ status: 401, code: 'AUTHENTICATION_REQUIRED', request_id: expect.stringMatching(/^req_/) });
-
-    const missing = await runCli(['tenants', 'show', randomUUID(), '--json'], env);
     expect(missing.code).toBe(3);
     expect(JSON.parse(missing.stderr).error).toMatchObject({ status: 404, code: 'NOT_FOUND' });
-
-    const invalid = await runCli(['tenants', 'create', '--name', 'x', '--plan', 'platinum'], env);
     expect(invalid.code).toBe(3);
     expect(invalid.stderr).toContain('VALIDATION_ERROR');
-
-    expect((await runCli(['tenants', 'create', '--name', 'x'], env)).code).toBe(2); // required option missing
-    expect((await runCli(['tenants', 'frobnicate'], env)).code).toBe(2);
-    expect((await runCli(['tenants', 'list', '--limit', 'many'], env)).code).toBe(2);
-    const help = await runCli(['--help']);
+    expect(missingOption.code).toBe(2);
+    expect(unknownCommand.code).toBe(2);
+    expect(badNumber.code).toBe(2);
     expect(help.code).toBe(0);
     expect(help.stdout).toContain('contacts');
-
-    const unreachable = await runCli(['scopes'], { MSVC_URL: 'http://127.0.0.1:9', ADMIN_TOKEN });
     expect(unreachable.code).toBe(1);
     expect(unreachable.stderr).toContain('cannot reach');
   });
