@@ -1,13 +1,13 @@
 import { createHash } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { decryptSecret } from '../src/crypto/secrets.ts';
-import { adminHeaders, call, createTenant, hasPostgres, startTestApp, uniquePhone, type TestApp } from './helpers/app.ts';
+import { adminHeaders, call, createTenant, startTestApp, uniquePhone, type TestApp } from './helpers/app.ts';
 import { expectError } from './helpers/expect.ts';
 
 const SCOPES = ['contacts:read', 'contacts:write', 'templates:read', 'templates:write', 'messages:send', 'campaigns:read', 'campaigns:write', 'campaigns:send',
   'webhooks:read', 'webhooks:write', 'media:read', 'media:write'];
 
-describe.skipIf(!hasPostgres)('operator API (ARCHITECTURE section 3)', () => {
+describe('operator API (ARCHITECTURE section 3)', () => {
   let t: TestApp;
   beforeAll(async () => { t = await startTestApp(); });
   afterAll(async () => { await t.close(); });

@@ -1,13 +1,13 @@
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { adminHeaders, API, call, createTenant, eventually, hasPostgres, startTestApp, uniquePhone, type TestApp } from './helpers/app.ts';
+import { adminHeaders, API, call, createTenant, eventually, itOnPostgresServer, startTestApp, uniquePhone, type TestApp } from './helpers/app.ts';
 import { createKey, expectError } from './helpers/expect.ts';
 
 const AUTH = 'AUTHENTICATION_REQUIRED';
 const ALLOWLIST = 'Request IP not in allowlist (not recoverable by retry)';
 const randomKey = (mode = 'live') => `svc_sk_${mode}_${randomBytes(20).toString('hex')}`;
 
-describe.skipIf(!hasPostgres)('authentication and authorisation (spec section 5)', () => {
+describe('authentication and authorisation (spec section 5)', () => {
   let t: TestApp;
   beforeAll(async () => { t = await startTestApp(); });
   afterAll(async () => { await t.close(); });
@@ -39,7 +39,7 @@ describe.skipIf(!hasPostgres)('authentication and authorisation (spec section 5)
       expect((await get({ authorization: `bearer ${tenant.key}` })).statusCode).toBe(200);
     });
 
-    it('a revoked key fails at once in the process that revoked it, and within one second in another', async () => {
+    itOnPostgresServer('two API processes on one database')('a revoked key fails at once in the process that revoked it, and within one second in another', async () => {
       const other = await startTestApp(); // another API process on the same database
       try {
         const tenant = await createTenant(t.app);
@@ -60,7 +60,7 @@ describe.skipIf(!hasPostgres)('authentication and authorisation (spec section 5)
       }
     });
 
-    it('a configured AUTH_CACHE_MS above one second cannot stretch the revocation bound', async () => {
+    itOnPostgresServer('two API processes on one database')('a configured AUTH_CACHE_MS above one second cannot stretch the revocation bound', async () => {
       const slow = await startTestApp({ AUTH_CACHE_MS: '60000' });
       try {
         const tenant = await createTenant(slow.app);

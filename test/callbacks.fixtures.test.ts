@@ -5,7 +5,7 @@ import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { templatesRepository } from '../src/modules/templates/templates.repository.ts';
 import { metaJson } from '../src/sandbox/callbacks.ts';
-import { call, eventually, hasPostgres, uniquePhone } from './helpers/app.ts';
+import { call, eventually, uniquePhone } from './helpers/app.ts';
 import {
   createApprovedTemplate, createConnectedTenant, eventsOf, postCallback, sandboxControl, startUpstreamApp, uniqueTemplateName, type UpstreamTenant, type UpstreamTestApp,
 } from './helpers/upstream.ts';
@@ -34,7 +34,7 @@ function fixture(name: string, vars: Record<string, string | number>): string {
 const bsuid = () => `US.${BigInt('0x' + randomBytes(8).toString('hex'))}`;
 const messageId = () => `wamid.IN${randomBytes(12).toString('base64url')}`;
 
-describe.skipIf(!hasPostgres)('upstream callbacks: Meta-shaped payloads (test/fixtures/upstream-payloads)', () => {
+describe('upstream callbacks: Meta-shaped payloads (test/fixtures/upstream-payloads)', () => {
   let t: UpstreamTestApp;
   beforeAll(async () => { t = await startUpstreamApp(); });
   afterAll(async () => { await t?.close(); });

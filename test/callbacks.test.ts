@@ -1,11 +1,11 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { call, eventually, hasPostgres, uniquePhone } from './helpers/app.ts';
+import { call, eventually, uniquePhone } from './helpers/app.ts';
 import {
   APP_SECRET, VERIFY_TOKEN, createApprovedTemplate, createConnectedTenant, eventsOf, postCallback, sandboxControl, startUpstreamApp, statusCallback, type UpstreamTestApp,
 } from './helpers/upstream.ts';
 import { signUpstreamBody } from '../src/modules/callbacks/callbacks.signature.ts';
 
-describe.skipIf(!hasPostgres)('upstream callbacks: /upstream/webhook', () => {
+describe('upstream callbacks: /upstream/webhook', () => {
   let t: UpstreamTestApp;
   beforeAll(async () => { t = await startUpstreamApp(); });
   afterAll(async () => { await t?.close(); });

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { adminHeaders, call, createTenant, hasPostgres, uniquePhone } from './helpers/app.ts';
+import { adminHeaders, call, createTenant, itOnPostgresServer, uniquePhone } from './helpers/app.ts';
 import { createKey, expectError } from './helpers/expect.ts';
 import { CAMPAIGN_ENV, createContacts, someContacts, uniqueTag } from './helpers/campaigns.ts';
 import {
@@ -33,7 +33,7 @@ const ROUTES: { method: string; path: (id: string) => string; body?: unknown; sc
   { method: 'POST', path: (id) => `/campaigns/${id}/retarget`, body: {}, scope: 'campaigns:write' },
 ];
 
-describe.skipIf(!hasPostgres)('campaigns API: resource, validation, access', () => {
+describe('campaigns API: resource, validation, access', () => {
   let t: UpstreamTestApp;
   // Each test makes many calls on its tenant; the per-minute budget is not what these tests are about.
   beforeAll(async () => { t = await startUpstreamApp({ ...CAMPAIGN_ENV, RATE_LIMIT_PER_MINUTE: '100000' }); });
@@ -420,7 +420,7 @@ describe.skipIf(!hasPostgres)('campaigns API: resource, validation, access', () 
     expect(await t.deps.db.selectFrom('campaigns').select('id').where('tenant_id', '=', intruder.tenant.id).execute()).toHaveLength(0);
   });
 
-  it('two concurrent pauses: exactly one 200, the other 409 (lost the race), one campaign.paused', async () => {
+  itOnPostgresServer('a row lock held from a second connection')('two concurrent pauses: exactly one 200, the other 409 (lost the race), one campaign.paused', async () => {
     const { tenant, template } = await setup();
     const tag = uniqueTag();
     await createContacts(t, tenant, someContacts(1, { tags: [tag] }));
@@ -451,7 +451,7 @@ describe.skipIf(!hasPostgres)('campaigns API: resource, validation, access', () 
     }
   });
 
-  it('two concurrent sends: one 200 that materialises the audience once, the other 409', async () => {
+  itOnPostgresServer('a row lock held from a second connection')('two concurrent sends: one 200 that materialises the audience once, the other 409', async () => {
     const { tenant, template } = await setup();
     const tag = uniqueTag();
     await createContacts(t, tenant, someContacts(4, { tags: [tag] }));

@@ -1,11 +1,11 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { call, hasPostgres, uniquePhone } from './helpers/app.ts';
+import { call, uniquePhone } from './helpers/app.ts';
 import { expectError } from './helpers/expect.ts';
 import { CAMPAIGN_ENV, createContacts, someContacts, uniqueTag } from './helpers/campaigns.ts';
 import { createCampaign, expectInvalid, RICH_TEMPLATE, richMapping, stopLeftovers } from './helpers/campaigns-api.ts';
 import { createApprovedTemplate, createConnectedTenant, startUpstreamApp, type UpstreamTenant, type UpstreamTestApp } from './helpers/upstream.ts';
 
-describe.skipIf(!hasPostgres)('campaigns API: audience preview, field coverage, render preview', () => {
+describe('campaigns API: audience preview, field coverage, render preview', () => {
   let t: UpstreamTestApp;
   beforeAll(async () => { t = await startUpstreamApp({ ...CAMPAIGN_ENV, RATE_LIMIT_PER_MINUTE: '100000' }); });
   const tenants: string[] = [];

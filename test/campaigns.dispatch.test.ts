@@ -1,9 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { adminHeaders, call, eventually, hasPostgres } from './helpers/app.ts';
+import { adminHeaders, call, eventually } from './helpers/app.ts';
 import { createApprovedTemplate, createConnectedTenant, eventsOf, sandboxControl, startUpstreamApp, type UpstreamTestApp } from './helpers/upstream.ts';
 import { CAMPAIGN_ENV, createContacts, runCampaignWorkers, someContacts, uniqueTag } from './helpers/campaigns.ts';
 
-describe.skipIf(!hasPostgres)('campaigns: dispatch', () => {
+describe('campaigns: dispatch', () => {
   let t: UpstreamTestApp;
   // Tests poll campaign progress through the API; the per-minute budget is not what they are about.
   beforeAll(async () => { t = await startUpstreamApp({ ...CAMPAIGN_ENV, RATE_LIMIT_PER_MINUTE: '100000' }); });

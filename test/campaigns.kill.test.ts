@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { createSandbox, type Sandbox } from '../src/sandbox/sandbox.ts';
-import { hasPostgres, hasRedis, uniquePhone } from './helpers/app.ts';
+import { describeOnPostgresServer, hasRedis, uniquePhone } from './helpers/app.ts';
 import { createOwnDatabase } from './helpers/own-database.ts';
 import { freePort, startServer, stopServer, waitForHttp, type ServerProcess } from './helpers/process.ts';
 import { APP_SECRET, sandboxControl, uniqueTemplateName } from './helpers/upstream.ts';
@@ -19,11 +19,11 @@ const RECIPIENTS = 300;
  * recipient and sends none twice. Its database is its own: the worker processes serve every
  * running campaign of their database.
  */
-describe.skipIf(!hasPostgres)('campaign dispatch survives SIGKILLed workers', () => {
+describeOnPostgresServer('several worker processes on one database')('campaign dispatch survives SIGKILLed workers', () => {
   const dataDir = mkdtempSync(join(tmpdir(), 'msvc-kill-'));
   const processes: ServerProcess[] = [];
   let sandbox: Sandbox | undefined;
-  let db: { url: string; drop(): Promise<void> } | undefined;
+  let db: Awaited<ReturnType<typeof createOwnDatabase>> | undefined;
   afterAll(async () => {
     for (const p of processes) await stopServer(p);
     await sandbox?.close();
@@ -37,7 +37,7 @@ describe.skipIf(!hasPostgres)('campaign dispatch survives SIGKILLed workers', ()
     const base = `http://127.0.0.1:${apiPort}`;
     sandbox = await createSandbox({ port: 0, appSecret: APP_SECRET, reviewMs: 50, statusFlushMs: 5, callbackUrl: `${base}/upstream/webhook` });
     const env = {
-      DATA_DIR: dataDir, DATABASE_URL: db.url, ...(hasRedis ? { REDIS_URL: process.env.REDIS_URL! } : {}), ADMIN_TOKEN: ADMIN, SECRETS_KEY,
+      DATA_DIR: dataDir, DATABASE_URL: db.url!, ...(hasRedis ? { REDIS_URL: process.env.REDIS_URL! } : {}), ADMIN_TOKEN: ADMIN, SECRETS_KEY,
       SEED_DEMO: 'false', LOG_LEVEL: 'error', UPSTREAM_BASE_URL: sandbox.baseUrl, UPSTREAM_APP_SECRET: APP_SECRET, UPSTREAM_VERIFY_TOKEN: 'verify',
       CAMPAIGN_DISPATCH_ENABLED: 'true', UPSTREAM_TIMEOUT_MS: '2000', PACING_HORIZON_MS: '200', CAMPAIGN_LEASE_MS: '2500', SEND_RECONCILE_MS: '2000', CAMPAIGN_POLL_MS: '20', WORKER_POLL_MS: '50',
     };

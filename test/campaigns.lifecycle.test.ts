@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { adminHeaders, call, eventually, hasPostgres, uniquePhone } from './helpers/app.ts';
+import { adminHeaders, call, eventually, uniquePhone } from './helpers/app.ts';
 import { expectError } from './helpers/expect.ts';
 import { CAMPAIGN_ENV, createContacts, runCampaignWorkers, someContacts, uniqueTag } from './helpers/campaigns.ts';
 import { createCampaign, expectInvalid, future, stopLeftovers } from './helpers/campaigns-api.ts';
@@ -24,7 +24,7 @@ const STATES = ['DRAFT', 'SCHEDULED', 'RUNNING', 'PAUSED', 'PAUSED_S', 'STOPPED'
 type State = (typeof STATES)[number];
 const statusOf = (s: State) => (s === 'PAUSED_S' ? 'PAUSED' : s);
 
-describe.skipIf(!hasPostgres)('campaigns API: lifecycle, audience, recipients, errors, retarget', () => {
+describe('campaigns API: lifecycle, audience, recipients, errors, retarget', () => {
   let t: UpstreamTestApp;
   beforeAll(async () => { t = await startUpstreamApp({ ...CAMPAIGN_ENV, RATE_LIMIT_PER_MINUTE: '100000' }); });
   const tenants: string[] = [];

@@ -1,8 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { addCommunication } from '../src/modules/contacts/communications.repository.ts';
-import { call, createTenant, hasPostgres, startTestApp, uniquePhone, type TestApp, type TestTenant } from './helpers/app.ts';
+import { call, createTenant, startTestApp, uniquePhone, type TestApp, type TestTenant } from './helpers/app.ts';
 
-describe.skipIf(!hasPostgres)('contact sub-resources: notes, follow-ups, communications', () => {
+describe('contact sub-resources: notes, follow-ups, communications', () => {
   let t: TestApp;
   beforeAll(async () => { t = await startTestApp(); });
   afterAll(async () => { await t.close(); });

@@ -1,6 +1,6 @@
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { call, createTenant, hasPostgres, startTestApp, uniquePhone, type TestApp, type TestTenant } from './helpers/app.ts';
+import { call, createTenant, startTestApp, uniquePhone, type TestApp, type TestTenant } from './helpers/app.ts';
 import { expectError } from './helpers/expect.ts';
 
 /**
@@ -8,7 +8,7 @@ import { expectError } from './helpers/expect.ts';
  * refuses this tenant's events, standing in for any database failure), the change is rolled back,
  * the caller gets a 500 envelope, and an Idempotency-Key is released so the retry runs again.
  */
-describe.skipIf(!hasPostgres)('contacts: a change and its event are one transaction', () => {
+describe('contacts: a change and its event are one transaction', () => {
   let t: TestApp;
   let tenant: TestTenant;
   const fn = `ft_refuse_events_${Math.random().toString(36).slice(2, 10)}`;
@@ -17,17 +17,24 @@ describe.skipIf(!hasPostgres)('contacts: a change and its event are one transact
     tenant = await createTenant(t.app);
   });
   afterAll(async () => {
-    await sql.raw(`DROP TRIGGER IF EXISTS ${fn} ON events; DROP FUNCTION IF EXISTS ${fn}()`).execute(t.deps.db);
+    await sql.raw(`DROP TRIGGER IF EXISTS ${fn} ON events`).execute(t.deps.db);
+    await sql.raw(`DROP FUNCTION IF EXISTS ${fn}()`).execute(t.deps.db);
     await t.close();
   });
-  const refuseEvents = () => sql.raw(`
+  // One statement per query: PGlite (the embedded default) prepares each query, and a prepared statement holds one.
+  const refuseEvents = async () => {
+    await sql.raw(`
     CREATE FUNCTION ${fn}() RETURNS trigger LANGUAGE plpgsql AS $$
     BEGIN
       IF NEW.tenant_id = '${tenant.id}' THEN RAISE EXCEPTION 'events refused for this test tenant'; END IF;
       RETURN NEW;
-    END $$;
-    CREATE TRIGGER ${fn} BEFORE INSERT ON events FOR EACH ROW EXECUTE FUNCTION ${fn}();`).execute(t.deps.db);
-  const allowEvents = () => sql.raw(`DROP TRIGGER ${fn} ON events; DROP FUNCTION ${fn}()`).execute(t.deps.db);
+    END $$`).execute(t.deps.db);
+    await sql.raw(`CREATE TRIGGER ${fn} BEFORE INSERT ON events FOR EACH ROW EXECUTE FUNCTION ${fn}()`).execute(t.deps.db);
+  };
+  const allowEvents = async () => {
+    await sql.raw(`DROP TRIGGER ${fn} ON events`).execute(t.deps.db);
+    await sql.raw(`DROP FUNCTION ${fn}()`).execute(t.deps.db);
+  };
 
   it('no contact without its event, no event without its contact; 5xx releases the Idempotency-Key', async () => {
     const existing = (await call(t.app, tenant, 'POST', '/contacts', { first_name: 'Before', phone: uniquePhone() })).json();

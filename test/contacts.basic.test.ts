@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { call, createTenant, hasPostgres, startTestApp, uniquePhone, type TestApp } from './helpers/app.ts';
+import { call, createTenant, startTestApp, uniquePhone, type TestApp } from './helpers/app.ts';
 
-describe.skipIf(!hasPostgres)('contacts: create and read back', () => {
+describe('contacts: create and read back', () => {
   let t: TestApp;
   beforeAll(async () => { t = await startTestApp(); });
   afterAll(async () => { await t.close(); });

@@ -1,10 +1,10 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { call, createTenant, hasPostgres, startTestApp, uniquePhone, type TestApp } from './helpers/app.ts';
+import { call, createTenant, startTestApp, uniquePhone, type TestApp } from './helpers/app.ts';
 import { expectError } from './helpers/expect.ts';
 
 const PHONE_RULE = 'phone must be a phone number in E.164 format (+<country code><number>, digits only, no spaces or punctuation)';
 
-describe.skipIf(!hasPostgres)('contacts: create (spec 2.4, 4.3)', () => {
+describe('contacts: create (spec 2.4, 4.3)', () => {
   let t: TestApp;
   beforeAll(async () => { t = await startTestApp(); });
   afterAll(async () => { await t.close(); });

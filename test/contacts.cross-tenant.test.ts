@@ -1,8 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { call, createTenant, hasPostgres, startTestApp, uniquePhone, type TestApp } from './helpers/app.ts';
+import { call, createTenant, startTestApp, uniquePhone, type TestApp } from './helpers/app.ts';
 import { expectError } from './helpers/expect.ts';
 
-describe.skipIf(!hasPostgres)('contacts: tenant isolation', () => {
+describe('contacts: tenant isolation', () => {
   let t: TestApp;
   beforeAll(async () => { t = await startTestApp(); });
   afterAll(async () => { await t.close(); });

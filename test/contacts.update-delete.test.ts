@@ -1,8 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { call, createTenant, hasPostgres, startTestApp, uniquePhone, type TestApp, type TestTenant } from './helpers/app.ts';
+import { call, createTenant, startTestApp, uniquePhone, type TestApp, type TestTenant } from './helpers/app.ts';
 import { expectError } from './helpers/expect.ts';
 
-describe.skipIf(!hasPostgres)('contacts: get, PATCH and DELETE (spec 4.3)', () => {
+describe('contacts: get, PATCH and DELETE (spec 4.3)', () => {
   let t: TestApp;
   beforeAll(async () => { t = await startTestApp(); });
   afterAll(async () => { await t.close(); });

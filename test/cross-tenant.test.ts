@@ -1,7 +1,7 @@
 import { randomBytes, randomInt } from 'node:crypto';
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { API, call, eventually, hasPostgres, uniquePhone, type TestTenant } from './helpers/app.ts';
+import { API, call, eventually, uniquePhone, type TestTenant } from './helpers/app.ts';
 import { expectError } from './helpers/expect.ts';
 import { multipart } from './helpers/multipart.ts';
 import { createApprovedTemplate, createConnectedTenant, eventsOf, startUpstreamApp, uniqueTemplateName, type UpstreamTestApp } from './helpers/upstream.ts';
@@ -141,7 +141,7 @@ const LISTS: (Route & { check?: (json: any) => void })[] = [
   { method: 'GET', path: (o) => `/campaigns/${o.mine.campaign.id}/audience/preview`, check: (json) => expect(json.total).toBe(0) },
 ];
 
-describe.skipIf(!hasPostgres)('tenant isolation of every route', () => {
+describe('tenant isolation of every route', () => {
   let t: UpstreamTestApp;
   beforeAll(async () => { t = await startUpstreamApp(); });
   afterAll(async () => { await t?.close(); });

@@ -1,12 +1,12 @@
 import type { AddressInfo } from 'node:net';
 import { Client } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { adminHeaders, API, call, createTenant, eventually, hasPostgres, removeTempDir, startTestApp, uniquePhone, type TestApp, type TestTenant } from './helpers/app.ts';
+import { adminHeaders, API, call, createTenant, eventually, removeTempDir, startTestApp, uniquePhone, type TestApp, type TestTenant } from './helpers/app.ts';
 import { expectError } from './helpers/expect.ts';
 
 const REQ_ID = /^req_[0-9a-f]{12}$/;
 
-describe.skipIf(!hasPostgres)('shutting down', () => {
+describe('shutting down', () => {
   it('a request that reaches the app while it closes is a 503 in the envelope; the in-flight one still completes', async () => {
     let release!: () => void;
     let entered!: () => void;
@@ -41,7 +41,7 @@ describe.skipIf(!hasPostgres)('shutting down', () => {
   });
 });
 
-describe.skipIf(!hasPostgres)('error envelope and request ids (spec section 7)', () => {
+describe('error envelope and request ids (spec section 7)', () => {
   let t: TestApp;
   let tenant: TestTenant;
   const logs: Record<string, unknown>[] = [];

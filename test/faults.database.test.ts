@@ -4,7 +4,7 @@ import pg from 'pg';
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { isDatabaseUnavailable } from '../src/db/database.ts';
-import { ADMIN_TOKEN, eventually, hasPostgres, makeTempDir, removeTempDir, startTestApp, type TestApp } from './helpers/app.ts';
+import { ADMIN_TOKEN, describeOnPostgresServer, eventually, hasPostgres, itOnPostgresServer, makeTempDir, removeTempDir, startTestApp, type TestApp } from './helpers/app.ts';
 import { startReceiver, type Receiver } from './helpers/https-receiver.ts';
 import { freePort, startServer, stopServer, waitForHttp, type ServerProcess } from './helpers/process.ts';
 
@@ -49,7 +49,7 @@ async function startDbProxy(target: { host: string; port: number }) {
 
 interface Outcome { startedAt: number; finishedAt: number; status: number | 'network'; retryAfter: string | null; requestId: string | null; body: Json; contactId?: string }
 
-describe.skipIf(!hasPostgres)('a lost database connection (fault drill, separate processes, own database)', () => {
+describeOnPostgresServer('pg_terminate_backend and a database cut off from separate processes')('a lost database connection (fault drill, separate processes, own database)', () => {
   const dbName = `msvc_fault_${randomBytes(4).toString('hex')}`;
   const adminUrl = process.env.DATABASE_URL!;
   let admin: pg.Client;
@@ -209,13 +209,15 @@ describe.skipIf(!hasPostgres)('a lost database connection (fault drill, separate
   });
 });
 
-describe.skipIf(!hasPostgres)('database errors: a lost connection is a 503, a failed statement is still a bug (in process)', () => {
+describe('database errors: a lost connection is a 503, a failed statement is still a bug (in process)', () => {
   let t: TestApp;
-  let admin: pg.Client;
+  let admin: pg.Client | undefined;
   const logs: { level: number; msg: string }[] = [];
   beforeAll(async () => {
-    admin = new pg.Client({ connectionString: process.env.DATABASE_URL });
-    await admin.connect();
+    if (hasPostgres) {
+      admin = new pg.Client({ connectionString: process.env.DATABASE_URL });
+      await admin.connect();
+    }
     t = await startTestApp({}, {
       logStream: { write: (line: string) => { logs.push(JSON.parse(line)); } },
       logLevel: 'warn',
@@ -230,11 +232,11 @@ describe.skipIf(!hasPostgres)('database errors: a lost connection is a 503, a fa
     await admin?.end();
   });
 
-  it('a query whose backend is terminated answers 503 with Retry-After, logged as a warning, not an unhandled error', async () => {
+  itOnPostgresServer('pg_terminate_backend from a second connection')('a query whose backend is terminated answers 503 with Retry-After, logged as a warning, not an unhandled error', async () => {
     const pending = t.app.inject({ method: 'GET', url: '/__test/sleep' });
     const query = "SELECT pid FROM pg_stat_activity WHERE query LIKE '%faults-drill-sleeper%' AND pid <> pg_backend_pid()";
-    const pid = await eventually(async () => (await admin.query(query)).rows[0]?.pid, 10_000, 20);
-    await admin.query('SELECT pg_terminate_backend($1)', [pid]);
+    const pid = await eventually(async () => (await admin!.query(query)).rows[0]?.pid, 10_000, 20);
+    await admin!.query('SELECT pg_terminate_backend($1)', [pid]);
     const res = await pending;
     expect(res.statusCode).toBe(503);
     expect(res.headers['retry-after']).toBe('1');
@@ -252,7 +254,7 @@ describe.skipIf(!hasPostgres)('database errors: a lost connection is a 503, a fa
     expect(logs.some((l) => l.msg === 'unhandled error')).toBe(true);
   });
 
-  it('a database that accepts connections but never answers: a 503 after DATABASE_CONNECT_TIMEOUT_MS, not a request held indefinitely', async () => {
+  itOnPostgresServer('a PostgreSQL server reached over the network')('a database that accepts connections but never answers: a 503 after DATABASE_CONNECT_TIMEOUT_MS, not a request held indefinitely', async () => {
     const accepted: Socket[] = [];
     const silent = createServer((socket) => { accepted.push(socket); }); // accepts and never answers, like a partitioned host
     await new Promise<void>((resolve) => silent.listen(0, '127.0.0.1', resolve));
@@ -275,11 +277,11 @@ describe.skipIf(!hasPostgres)('database errors: a lost connection is a 503, a fa
     }
   });
 
-  it('tells connection failures from statement failures', async () => {
+  itOnPostgresServer('errors of the pg driver and a PostgreSQL server')('tells connection failures from statement failures', async () => {
     const refused = new pg.Client({ host: '127.0.0.1', port: await freePort(), user: 'postgres' });
     const connectError = await refused.connect().then(() => null, (err: unknown) => err);
     expect(isDatabaseUnavailable(connectError)).toBe(true);
-    const statementError = await admin.query('SELECT 1/0').then(() => null, (err: unknown) => err);
+    const statementError = await admin!.query('SELECT 1/0').then(() => null, (err: unknown) => err);
     expect((statementError as { code: string }).code).toBe('22012');
     expect(isDatabaseUnavailable(statementError)).toBe(false);
     const unique = Object.assign(new Error('duplicate key value violates unique constraint'), { code: '23505' });

@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { createSandbox, type Sandbox } from '../src/sandbox/sandbox.ts';
-import { hasPostgres, uniquePhone } from './helpers/app.ts';
+import { hasPostgres, uniquePhone, withEmbeddedDatabase } from './helpers/app.ts';
 import { freePort, startServer, stopServer, waitForHttp, type ServerProcess } from './helpers/process.ts';
 import { APP_SECRET, sandboxControl, uniqueTemplateName } from './helpers/upstream.ts';
 
@@ -18,8 +18,9 @@ const SECRETS_KEY = 'b'.repeat(64);
  * is paused exactly there (FAULT_PAUSE) and SIGKILLed; the client's retry, which the spec calls
  * safe, must answer the original result and not write (or send) again.
  */
-describe.skipIf(!hasPostgres)('crash between commit and Idempotency-Key completion', () => {
-  const dataDir = mkdtempSync(join(tmpdir(), 'msvc-faults-'));
+// Against PostgreSQL when DATABASE_URL is set, else on the embedded database in DATA_DIR, recovered after each SIGKILL.
+describe('crash between commit and Idempotency-Key completion', () => {
+  const dataDir = withEmbeddedDatabase(mkdtempSync(join(tmpdir(), 'msvc-faults-')));
   let servers: ServerProcess[] = [];
   let sandbox: Sandbox | undefined;
   afterEach(async () => {
@@ -32,7 +33,7 @@ describe.skipIf(!hasPostgres)('crash between commit and Idempotency-Key completi
 
   async function start(port: number, env: Record<string, string> = {}) {
     const server = startServer({
-      PORT: String(port), HOST: '127.0.0.1', DATA_DIR: dataDir, DATABASE_URL: process.env.DATABASE_URL!, ADMIN_TOKEN: ADMIN, SECRETS_KEY,
+      PORT: String(port), HOST: '127.0.0.1', DATA_DIR: dataDir, ...(hasPostgres ? { DATABASE_URL: process.env.DATABASE_URL! } : {}), ADMIN_TOKEN: ADMIN, SECRETS_KEY,
       SEED_DEMO: 'false', LOG_LEVEL: 'warn', ROLE: 'api', UPSTREAM_APP_SECRET: APP_SECRET, UPSTREAM_VERIFY_TOKEN: 'verify', ...env,
     });
     servers.push(server);

@@ -2,7 +2,7 @@ import { connect } from 'node:net';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ConfigError, loadConfig } from '../src/config.ts';
-import { ADMIN_TOKEN, hasPostgres, startTestApp, testEnv, type TestApp } from './helpers/app.ts';
+import { ADMIN_TOKEN, startTestApp, testEnv, type TestApp } from './helpers/app.ts';
 
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
 type Json = any;
@@ -46,7 +46,7 @@ function expectEnvelope(answer: RawAnswer, status: number) {
   });
 }
 
-describe.skipIf(!hasPostgres)('errors before the router: HTTP parser errors and timeouts over a real socket', () => {
+describe('errors before the router: HTTP parser errors and timeouts over a real socket', () => {
   let t: TestApp;
   let port: number;
   beforeAll(async () => {

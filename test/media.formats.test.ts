@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { API, createTenant, hasPostgres, startTestApp, type TestApp, type TestTenant } from './helpers/app.ts';
+import { API, createTenant, startTestApp, type TestApp, type TestTenant } from './helpers/app.ts';
 import { multipart } from './helpers/multipart.ts';
 
 const PNG = Buffer.concat([Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]), Buffer.alloc(64, 7)]);
@@ -12,7 +12,7 @@ const DOCX = 'application/vnd.openxmlformats-officedocument.wordprocessingml.doc
  * POST /media refuses what the upstream would only refuse at send time (reference §6: supported
  * types, sizes, and a MIME type that must fit the file's content and its name's extension).
  */
-describe.skipIf(!hasPostgres)('media: formats the upstream takes', () => {
+describe('media: formats the upstream takes', () => {
   let t: TestApp;
   let tenant: TestTenant;
   beforeAll(async () => {

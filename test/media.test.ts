@@ -2,14 +2,14 @@ import { createHash, randomUUID } from 'node:crypto';
 import { readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { API, call, createTenant, eventually, hasPostgres, uniquePhone, type TestTenant } from './helpers/app.ts';
+import { API, call, createTenant, eventually, uniquePhone, type TestTenant } from './helpers/app.ts';
 import { multipart } from './helpers/multipart.ts';
 import { createApprovedTemplate, createConnectedTenant, sandboxControl, startUpstreamApp, type UpstreamTestApp } from './helpers/upstream.ts';
 
 const PNG = Buffer.concat([Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]), Buffer.alloc(200, 7)]);
 const PDF = Buffer.from('%PDF-1.4\n1 0 obj<<>>endobj\ntrailer<<>>\n%%EOF\n');
 
-describe.skipIf(!hasPostgres)('media', () => {
+describe('media', () => {
   let t: UpstreamTestApp;
   beforeAll(async () => { t = await startUpstreamApp(); });
   afterAll(async () => { await t?.close(); });

@@ -1,13 +1,13 @@
 import { randomUUID } from 'node:crypto';
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { call, createTenant, eventually, hasPostgres, uniquePhone } from './helpers/app.ts';
+import { call, createTenant, eventually, uniquePhone } from './helpers/app.ts';
 import { expectError } from './helpers/expect.ts';
 import { createApprovedTemplate, createConnectedTenant, sandboxControl, startUpstreamApp, type UpstreamTestApp } from './helpers/upstream.ts';
 
 const bodyParams = (...values: string[]) => [{ type: 'body', parameters: values.map((text) => ({ type: 'text', text })) }];
 
-describe.skipIf(!hasPostgres)('messages: GET /messages and GET /messages/{id}', () => {
+describe('messages: GET /messages and GET /messages/{id}', () => {
   let t: UpstreamTestApp;
   beforeAll(async () => { t = await startUpstreamApp(); });
   afterAll(async () => { await t?.close(); });

@@ -3,7 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { encryptSecret } from '../src/crypto/secrets.ts';
 import { Metrics } from '../src/metrics.ts';
 import { webhookBacklog } from '../src/modules/webhooks/webhooks.queue.ts';
-import { adminHeaders, call, createTenant, hasPostgres, uniquePhone } from './helpers/app.ts';
+import { adminHeaders, call, createTenant, uniquePhone } from './helpers/app.ts';
 import { expectError } from './helpers/expect.ts';
 import { startReceiver, type Receiver } from './helpers/https-receiver.ts';
 import { createApprovedTemplate, createConnectedTenant, startUpstreamApp, type UpstreamTestApp } from './helpers/upstream.ts';
@@ -46,7 +46,7 @@ describe('the webhook backlog gauges', () => {
   });
 });
 
-describe.skipIf(!hasPostgres)('Prometheus metrics (GET /admin/v1/metrics)', () => {
+describe('Prometheus metrics (GET /admin/v1/metrics)', () => {
   let t: UpstreamTestApp;
   let receiver: Receiver;
   beforeAll(async () => {

@@ -1,6 +1,6 @@
 import pg from 'pg';
 import { afterAll, describe, expect, it } from 'vitest';
-import { hasPostgres, hasRedis, makeTempDir, removeTempDir } from './helpers/app.ts';
+import { hasPostgres, hasRedis, itOnPostgresServer, makeTempDir, removeTempDir, withEmbeddedDatabase } from './helpers/app.ts';
 import { freePort, startServer, stopServer, waitForHttp, type ServerProcess } from './helpers/process.ts';
 
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
@@ -8,7 +8,10 @@ type Json = any;
 const ADMIN = 'adm_lifecycle_token';
 const SECRETS_KEY = 'a'.repeat(64);
 
-describe.skipIf(!hasPostgres)('server process against PostgreSQL', () => {
+// Against PostgreSQL when DATABASE_URL is set, else each process on its own embedded database.
+const database = (dir: string): Record<string, string> => (hasPostgres ? { DATABASE_URL: process.env.DATABASE_URL! } : (withEmbeddedDatabase(dir), {}));
+
+describe('server process', () => {
   let server: ServerProcess | undefined;
   const dirs: string[] = [];
   const dataDir = (prefix: string) => { const dir = makeTempDir(prefix); dirs.push(dir); return dir; };
@@ -17,7 +20,7 @@ describe.skipIf(!hasPostgres)('server process against PostgreSQL', () => {
     for (const dir of dirs) removeTempDir(dir);
   });
 
-  it('SIGTERM stops accepting, finishes the in-flight request, closes pools and exits 0', { timeout: 60_000 }, async () => {
+  itOnPostgresServer('a row lock held from a second connection')('SIGTERM stops accepting, finishes the in-flight request, closes pools and exits 0', { timeout: 60_000 }, async () => {
     const port = await freePort();
     server = startServer({
       PORT: String(port), HOST: '127.0.0.1', DATA_DIR: dataDir('msvc-life-'), DATABASE_URL: process.env.DATABASE_URL!,
@@ -71,7 +74,8 @@ describe.skipIf(!hasPostgres)('server process against PostgreSQL', () => {
 
   it('ROLE=worker runs without a listener and exits 0 on SIGTERM', { timeout: 30_000 }, async () => {
     const port = await freePort();
-    server = startServer({ ROLE: 'worker', PORT: String(port), DATA_DIR: dataDir('msvc-worker-'), DATABASE_URL: process.env.DATABASE_URL!, ADMIN_TOKEN: ADMIN, SECRETS_KEY, SEED_DEMO: 'false', LOG_LEVEL: 'info' });
+    const dir = dataDir('msvc-worker-');
+    server = startServer({ ROLE: 'worker', PORT: String(port), DATA_DIR: dir, ...database(dir), ADMIN_TOKEN: ADMIN, SECRETS_KEY, SEED_DEMO: 'false', LOG_LEVEL: 'info' });
     await server.waitForOutput(/workers started/);
     await new Promise((r) => setTimeout(r, 300));
     expect(await fetch(`http://127.0.0.1:${port}/healthz`).then((r) => r.status, () => 'refused')).toBe('refused');
@@ -81,7 +85,8 @@ describe.skipIf(!hasPostgres)('server process against PostgreSQL', () => {
 
   it('an invalid ROLE or SECRETS_KEY is a clear configuration error', { timeout: 30_000 }, async () => {
     for (const [env, pattern] of [[{ ROLE: 'both' }, /ROLE/], [{ SECRETS_KEY: 'short' }, /SECRETS_KEY/]] as const) {
-      const bad = startServer({ PORT: String(await freePort()), DATA_DIR: dataDir('msvc-bad-'), DATABASE_URL: process.env.DATABASE_URL!, ADMIN_TOKEN: ADMIN, SECRETS_KEY, ...env });
+      const dir = dataDir('msvc-bad-');
+      const bad = startServer({ PORT: String(await freePort()), DATA_DIR: dir, ...database(dir), ADMIN_TOKEN: ADMIN, SECRETS_KEY, ...env });
       const { code } = await bad.exited;
       expect(code).toBe(1);
       expect(bad.output()).toMatch(/configuration error/);

@@ -1,7 +1,7 @@
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { call, createTenant, eventually, hasPostgres, uniquePhone } from './helpers/app.ts';
+import { call, createTenant, eventually, uniquePhone } from './helpers/app.ts';
 import pino from 'pino';
 import { templatesRepository } from '../src/modules/templates/templates.repository.ts';
 import { workerLoops } from '../src/worker.ts';
@@ -10,7 +10,7 @@ import {
   BODY_TWO_VARS, createApprovedTemplate, createConnectedTenant, postCallback, sandboxControl, startUpstreamApp, uniqueTemplateName, type UpstreamTestApp,
 } from './helpers/upstream.ts';
 
-describe.skipIf(!hasPostgres)('templates', () => {
+describe('templates', () => {
   let t: UpstreamTestApp;
   beforeAll(async () => { t = await startUpstreamApp({ TEMPLATE_POLL_INTERVAL_MS: '0' }); });
   afterAll(async () => { await t?.close(); });
@@ -296,7 +296,7 @@ describe.skipIf(!hasPostgres)('templates', () => {
   });
 });
 
-describe.skipIf(!hasPostgres)('templates: request shapes', () => {
+describe('templates: request shapes', () => {
   let t: UpstreamTestApp;
   beforeAll(async () => { t = await startUpstreamApp(); });
   afterAll(async () => { await t?.close(); });

@@ -1,12 +1,12 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { adminHeaders, call, createTenant, hasPostgres, startTestApp, uniquePhone, type TestApp, type TestTenant } from './helpers/app.ts';
+import { adminHeaders, call, createTenant, startTestApp, uniquePhone, type TestApp, type TestTenant } from './helpers/app.ts';
 import { expectError } from './helpers/expect.ts';
 
 const NUL = 'a\u0000b';
 const LONE_SURROGATE = 'a\ud800b';
 
 /** Inputs the JSON schemas accept but PostgreSQL cannot store: each must be a 400 naming the field, never a 500. */
-describe.skipIf(!hasPostgres)('text and timestamps the database cannot store', () => {
+describe('text and timestamps the database cannot store', () => {
   let t: TestApp;
   let tenant: TestTenant;
   let contactId: string;

@@ -9,7 +9,7 @@ import { WebhookSender } from '../src/modules/webhooks/webhooks.sender.ts';
 import { createWebhookDeliverer } from '../src/worker.ts';
 import { WebhookDeliverer } from '../src/workers/webhook-deliverer.ts';
 import { startLoops, type RunningLoops } from '../src/workers/loop.ts';
-import { call, createTenant, eventually, hasPostgres, makeTempDir, removeTempDir, startTestApp, uniquePhone, type TestApp, type TestTenant } from './helpers/app.ts';
+import { call, createTenant, eventually, makeTempDir, removeTempDir, startTestApp, uniquePhone, type TestApp, type TestTenant } from './helpers/app.ts';
 import { startReceiver, type Receiver } from './helpers/https-receiver.ts';
 import { createOwnDatabase } from './helpers/own-database.ts';
 
@@ -35,7 +35,7 @@ describe('the default webhook retry schedule', () => {
   });
 });
 
-describe.skipIf(!hasPostgres)('webhook delivery (real HTTPS receiver, real worker loop, own database)', () => {
+describe('webhook delivery (real HTTPS receiver, real worker loop, own database)', () => {
   let database: Awaited<ReturnType<typeof createOwnDatabase>>;
   let t: TestApp;
   let receiver: Receiver;

@@ -4,7 +4,7 @@ import { WebhookSender } from '../src/modules/webhooks/webhooks.sender.ts';
 import { createWebhookDeliverer } from '../src/worker.ts';
 import { WebhookDeliverer } from '../src/workers/webhook-deliverer.ts';
 import { startLoops, type RunningLoops } from '../src/workers/loop.ts';
-import { call, createTenant, eventually, hasPostgres, startTestApp, uniquePhone, type TestApp, type TestTenant } from './helpers/app.ts';
+import { call, createTenant, eventually, startTestApp, uniquePhone, type TestApp, type TestTenant } from './helpers/app.ts';
 import { startReceiver, type Receiver } from './helpers/https-receiver.ts';
 import { createOwnDatabase } from './helpers/own-database.ts';
 
@@ -13,7 +13,7 @@ import { createOwnDatabase } from './helpers/own-database.ts';
  * limit held a claim back, the deliverer waits for attempts to finish, not WEBHOOK_POLL_MS; and a
  * fast endpoint gets a claim-ahead that keeps its slots busy, which it gives up once it stops answering.
  */
-describe.skipIf(!hasPostgres)('one endpoint with a backlog (own database)', () => {
+describe('one endpoint with a backlog (own database)', () => {
   const EVENTS = 300;
   const POLL_MS = 5_000;
   let database: Awaited<ReturnType<typeof createOwnDatabase>>;

@@ -1,11 +1,11 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { EVENT_TYPES } from '../src/events/events.ts';
 import { decryptSecret } from '../src/crypto/secrets.ts';
-import { call, createTenant, hasPostgres, startTestApp, type TestApp } from './helpers/app.ts';
+import { call, createTenant, startTestApp, type TestApp } from './helpers/app.ts';
 
 const PUBLIC_URL = 'https://93.184.215.14/hooks/in'; // a public IP literal: no DNS needed in tests
 
-describe.skipIf(!hasPostgres)('webhook endpoints: management', () => {
+describe('webhook endpoints: management', () => {
   let t: TestApp;
   beforeAll(async () => { t = await startTestApp({ WEBHOOK_ALLOW_PRIVATE_NETWORKS: 'false' }); });
   afterAll(async () => { await t.close(); });

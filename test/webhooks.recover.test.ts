@@ -4,11 +4,11 @@ import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createWebhookDeliverer } from '../src/worker.ts';
 import { startLoops, type RunningLoops } from '../src/workers/loop.ts';
-import { call, createTenant, eventually, hasPostgres, startTestApp, uniquePhone, type TestApp, type TestTenant } from './helpers/app.ts';
+import { call, createTenant, eventually, itOnPostgresServer, startTestApp, uniquePhone, type TestApp, type TestTenant } from './helpers/app.ts';
 import { startReceiver, type Receiver } from './helpers/https-receiver.ts';
 import { createOwnDatabase } from './helpers/own-database.ts';
 
-describe.skipIf(!hasPostgres)('POST /webhooks/{id}/recover (own database, real receiver and deliverer)', () => {
+describe('POST /webhooks/{id}/recover (own database, real receiver and deliverer)', () => {
   let database: Awaited<ReturnType<typeof createOwnDatabase>>;
   let receiver: Receiver;
   let t: TestApp;
@@ -178,7 +178,7 @@ describe.skipIf(!hasPostgres)('POST /webhooks/{id}/recover (own database, real r
     expect((await deliveriesOf(endpointId)).filter((r) => r.replay_of !== null)).toHaveLength(3);
   });
 
-  it('two concurrent calls for one endpoint queue each delivery once between them', async () => {
+  itOnPostgresServer('a table lock held from a second connection')('two concurrent calls for one endpoint queue each delivery once between them', async () => {
     const tenant = await createTenant(t.app);
     const path = freshPath('concurrent');
     receiver.behave(path, 503);

@@ -1,14 +1,40 @@
-import { mkdtempSync, rmSync } from 'node:fs';
+import { cpSync, existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { FastifyInstance, LightMyRequestResponse } from 'fastify';
 import pino from 'pino';
+import { describe, inject, it } from 'vitest';
 import { buildApp } from '../../src/app.ts';
 import { loadConfig, type Config } from '../../src/config.ts';
 import { createDeps, type Deps } from '../../src/deps.ts';
 
 export const hasPostgres = Boolean(process.env.DATABASE_URL);
 export const hasRedis = Boolean(process.env.REDIS_URL);
+
+/**
+ * For tests of what only a PostgreSQL server does (a restart, pg_terminate_backend, several
+ * processes on one database, pool limits): `describe`/`it` with DATABASE_URL set; without it (the
+ * embedded default, PGlite in the test process) skipped, with the reason in the test's name.
+ */
+export const describeOnPostgresServer = (reason: string) => hasPostgres
+  ? describe
+  : (name: string, ...rest: unknown[]) => describe.skip(`${name} [skipped without DATABASE_URL: ${reason}]`, ...(rest as [() => void]));
+export const itOnPostgresServer = (reason: string) => hasPostgres
+  ? it
+  : (name: string, ...rest: unknown[]) => it.skip(`${name} [skipped without DATABASE_URL: ${reason}]`, ...(rest as [() => void]));
+
+/**
+ * On the embedded default, gives `dataDir` the migrated PGlite database global-setup made (a copy)
+ * unless it has one: each test app has its own database, without initdb or migrations.
+ */
+export function withEmbeddedDatabase(dataDir: string, config?: Config): string {
+  const template = inject('pgliteTemplate');
+  if (config?.databaseUrl) return dataDir;
+  const target = join(dataDir, 'pglite');
+  if (template && !existsSync(join(target, 'PG_VERSION'))) cpSync(template, target, { recursive: true });
+  return dataDir;
+}
+
 export const API = '/api/v1/public';
 export const ADMIN_TOKEN = 'adm_test_token';
 
@@ -22,7 +48,8 @@ export function removeTempDir(dir: string): void {
 }
 
 /**
- * The environment every test app starts from: real servers, quiet logs, no demo seed; `env`
+ * The environment every test app starts from: the real servers when DATABASE_URL/REDIS_URL are set,
+ * else the embedded default (its own PGlite copy, counters in memory); quiet logs, no demo seed; `env`
  * overrides it. Without a DATA_DIR in `env` it makes a fresh one, which the caller removes (the
  * test apps below do so on close).
  */
@@ -54,7 +81,8 @@ export interface TestApp {
 }
 
 /**
- * Builds the real app against the real PostgreSQL (and Redis when REDIS_URL is set). `env`
+ * Builds the real app against the real PostgreSQL (and Redis when REDIS_URL is set), or on the
+ * embedded default without them. `env`
  * overrides configuration the way the environment would.
  */
 export async function startTestApp(env: Record<string, string | undefined> = {}, options: {
@@ -67,6 +95,7 @@ export async function startTestApp(env: Record<string, string | undefined> = {},
   const config = loadConfig(testEnv(env));
   // Our own data directory goes when the app does (one passed in belongs to the test).
   const removeDataDir = () => { if (env.DATA_DIR === undefined) removeTempDir(config.dataDir); };
+  withEmbeddedDatabase(config.dataDir, config);
   const logger = options.logStream
     ? pino({ level: options.logLevel ?? 'error' }, options.logStream)
     : pino({ level: process.env.TEST_LOG_LEVEL ?? 'silent' });

@@ -8,9 +8,11 @@ import { migrate } from '../../src/db/migrate.ts';
  * A new, migrated database on the test server for one test file. A webhook deliverer serves every
  * tenant of its database, so a file that runs its own deliverer (with its own timings and its own
  * receiver's certificate) uses its own database: it neither takes nor leaves rows for the
- * deliverers of files running beside it.
+ * deliverers of files running beside it. On the embedded default every test app has its own
+ * PGlite database already: no URL (the test app's DATABASE_URL stays unset), nothing to drop.
  */
-export async function createOwnDatabase(prefix: string): Promise<{ url: string; drop(): Promise<void> }> {
+export async function createOwnDatabase(prefix: string): Promise<{ url: string | undefined; drop(): Promise<void> }> {
+  if (!process.env.DATABASE_URL) return { url: undefined, async drop() {} };
   const adminUrl = process.env.DATABASE_URL!;
   const name = `${prefix}_${randomBytes(4).toString('hex')}`;
   const admin = new pg.Client({ connectionString: adminUrl });

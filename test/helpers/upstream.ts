@@ -8,7 +8,7 @@ import { loadConfig, type Config } from '../../src/config.ts';
 import { createDeps, type Deps } from '../../src/deps.ts';
 import { signUpstreamBody } from '../../src/modules/callbacks/callbacks.signature.ts';
 import { createSandbox, type Sandbox } from '../../src/sandbox/sandbox.ts';
-import { adminHeaders, call, createTenant, eventually, removeTempDir, testEnv, type TestTenant } from './app.ts';
+import { adminHeaders, call, createTenant, eventually, removeTempDir, testEnv, withEmbeddedDatabase, type TestTenant } from './app.ts';
 import { withExamples } from './template-examples.ts';
 
 export const APP_SECRET = 'test_app_secret';
@@ -32,6 +32,7 @@ export async function startUpstreamApp(env: Record<string, string | undefined> =
   const config = loadConfig(testEnv({ UPSTREAM_APP_SECRET: APP_SECRET, UPSTREAM_VERIFY_TOKEN: VERIFY_TOKEN, ...env }));
   // Our own data directory goes when the app does (one passed in belongs to the test).
   const removeDataDir = () => { if (env.DATA_DIR === undefined) removeTempDir(config.dataDir); };
+  withEmbeddedDatabase(config.dataDir, config);
   let sandbox: Sandbox | null = null;
   let deps: Deps | undefined;
   try {

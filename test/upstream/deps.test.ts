@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../../src/config.ts';
 import { upstreamBaseUrlFor } from '../../src/deps.ts';
 import type { Sandbox } from '../../src/sandbox/sandbox.ts';
-import { hasPostgres, startTestApp, type TestApp } from '../helpers/app.ts';
+import { startTestApp, type TestApp } from '../helpers/app.ts';
 import { startTestSandbox, uniqueId, uniquePhone } from '../sandbox/helpers.ts';
 
 describe('upstream wiring', () => {
@@ -14,7 +14,7 @@ describe('upstream wiring', () => {
   });
 });
 
-describe.skipIf(!hasPostgres)('deps.upstream against the sandbox', () => {
+describe('deps.upstream against the sandbox', () => {
   let sandbox: Sandbox;
   let t: TestApp;
   beforeAll(async () => {
