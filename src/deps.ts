@@ -1,5 +1,5 @@
 import { join } from 'node:path';
-import { Redis } from 'ioredis';
+import type { Redis } from 'ioredis';
 import type { Logger } from 'pino';
 import type { Config } from './config.ts';
 import { openDatabase, type Database, type Db } from './db/database.ts';
@@ -61,6 +61,8 @@ export interface Deps {
 export interface DepsOptions {
   /** Graph base URL to use when UPSTREAM_BASE_URL is unset (the in-process sandbox's). */
   upstreamBaseUrl?: string;
+  /** The database, already being opened by the caller (the server starts it before loading the rest). */
+  database?: Promise<Database>;
 }
 
 /** Where the upstream is: configured, given by the caller (in-process sandbox), or the sandbox's default port. */
@@ -74,7 +76,9 @@ export function upstreamBaseUrlFor(config: Config, options: DepsOptions = {}): s
  * enforced by the caller (withDeadline in rate-limit.ts), which does not mistake a busy event loop
  * for a slow Redis; ioredis's own commandTimeout fires in that case, so it is only a backstop here.
  */
-export function connectRedis(url: string, logger: Logger): Redis {
+export async function connectRedis(url: string, logger: Logger): Promise<Redis> {
+  // Loaded only here: without REDIS_URL the client is never needed (a shorter cold start).
+  const { Redis } = await import('ioredis');
   const redis = new Redis(url, {
     enableOfflineQueue: false,
     commandTimeout: 1000,
@@ -109,9 +113,9 @@ function firstConnection(redis: Redis, timeoutMs: number): Promise<void> {
 }
 
 export async function createDeps(config: Config, logger: Logger = createLogger(config.logLevel), options: DepsOptions = {}): Promise<Deps> {
-  const database = await openDatabase(config);
+  const database = await (options.database ?? openDatabase(config));
   const db = database.db;
-  const redis = config.redisUrl ? connectRedis(config.redisUrl, logger) : null;
+  const redis = config.redisUrl ? await connectRedis(config.redisUrl, logger) : null;
   const metrics = new Metrics();
   metrics.watchWebhookBacklog(() => webhookBacklog(db));
   const upstream = createUpstreamClient({

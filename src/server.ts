@@ -1,12 +1,7 @@
 import { join } from 'node:path';
-import { buildApp } from './app.ts';
 import { ConfigError, loadConfig, type Config } from './config.ts';
-import { migrate } from './db/migrate.ts';
-import { createDeps } from './deps.ts';
-import { createLogger } from './logger.ts';
-import { createSandbox, type Sandbox } from './sandbox/sandbox.ts';
-import { demoBanner, findDemoTenant, restartBanner, seedDemoTenant } from './seed.ts';
-import { startWorkers } from './worker.ts';
+import { openDatabase } from './db/database.ts';
+import type { Sandbox } from './sandbox/sandbox.ts';
 
 let config: Config;
 try {
@@ -19,6 +14,13 @@ try {
   throw err;
 }
 
+// The database opens first: the embedded one compiles its WebAssembly and reads its files while the
+// rest of the modules load (they are imported below, not above, for that reason).
+const database = openDatabase(config);
+database.catch(() => {}); // awaited (and so reported) by createDeps below
+const [{ buildApp }, { migrate }, { createDeps }, { createLogger }, { createSandbox }, { demoBanner, findDemoTenant, restartBanner, seedDemoTenant }, { startWorkers }] = await Promise.all([
+  import('./app.ts'), import('./db/migrate.ts'), import('./deps.ts'), import('./logger.ts'), import('./sandbox/sandbox.ts'), import('./seed.ts'), import('./worker.ts'),
+]);
 const logger = createLogger(config.logLevel);
 // No real upstream configured: the built-in sandbox stands in, in this process. A worker-only
 // process leaves it to the API process (or `npm run sandbox`) and uses SANDBOX_PORT.
@@ -31,7 +33,7 @@ const sandbox: Sandbox | null = config.upstreamBaseUrl || config.role === 'worke
   logger: logger.child({ component: 'sandbox' }),
   stateFile: join(config.dataDir, 'sandbox-state.json'),
 }).catch((err) => exitIfUnbindable(err, 'SANDBOX_PORT', config.sandboxPort, 'the built-in upstream sandbox; default PORT+1'));
-const deps = await createDeps(config, logger, { upstreamBaseUrl: sandbox?.baseUrl });
+const deps = await createDeps(config, logger, { upstreamBaseUrl: sandbox?.baseUrl, database });
 const log = deps.logger;
 await migrate(deps.database, (msg) => log.info(msg));
 

@@ -2,7 +2,6 @@ import { cpSync, existsSync, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Kysely, PostgresDialect, type Transaction } from 'kysely';
-import pg from 'pg';
 import type { DB } from './schema.ts';
 
 export type Db = Kysely<DB>;
@@ -22,9 +21,6 @@ export interface Database {
   withScriptConnection<T>(fn: (conn: ScriptConnection) => Promise<T>): Promise<T>;
   close(): Promise<void>;
 }
-
-// int8 (count(*), bigint columns) arrives as a string by default; our counts fit in a JS number.
-pg.types.setTypeParser(20, (value) => Number(value));
 
 export async function openDatabase(options: { databaseUrl?: string; dataDir: string; poolSize?: number; databaseConnectTimeoutMs?: number }): Promise<Database> {
   if (options.databaseUrl) return openPostgres(options.databaseUrl, options.poolSize ?? 20, options.databaseConnectTimeoutMs ?? 5000);
@@ -50,7 +46,11 @@ export function isDatabaseUnavailable(err: unknown): boolean {
   return UNAVAILABLE_MESSAGES.test(err.message);
 }
 
-function openPostgres(url: string, max: number, connectTimeoutMs: number): Database {
+async function openPostgres(url: string, max: number, connectTimeoutMs: number): Promise<Database> {
+  // Loaded only here: the embedded default never needs the driver (a shorter cold start).
+  const { default: pg } = await import('pg');
+  // int8 (count(*), bigint columns) arrives as a string by default; our counts fit in a JS number.
+  pg.types.setTypeParser(20, (value) => Number(value));
   // A connection that cannot be made (or a pool slot that does not free up) in time fails the
   // request instead of holding it while the database is unreachable.
   const pool = new pg.Pool({ connectionString: url, max, idleTimeoutMillis: 30_000, connectionTimeoutMillis: connectTimeoutMs });
@@ -99,6 +99,8 @@ function openPostgres(url: string, max: number, connectTimeoutMs: number): Datab
 // cleanly shut down cluster. Running from the sources (tsx) there is none.
 const PGLITE_TEMPLATE = fileURLToPath(new URL('../pglite-template', import.meta.url));
 
+const PGLITE_SHARED_BUFFERS = '32MB';
+
 async function openPglite(dir: string): Promise<Database> {
   // A new embedded database starts as a copy of the template: initdb is most of a first start's time.
   if (!existsSync(join(dir, 'PG_VERSION')) && existsSync(join(PGLITE_TEMPLATE, 'PG_VERSION'))) cpSync(PGLITE_TEMPLATE, dir, { recursive: true });
@@ -109,6 +111,9 @@ async function openPglite(dir: string): Promise<Database> {
   const client = await PGlite.create(dir, {
     extensions: { pg_trgm },
     parsers: { [types.INT8]: (value: string) => Number(value) },
+    // PostgreSQL zeroes its shared buffers at every start, and PGlite's default 128 MB made that
+    // memset a third of the embedded start's CPU; the files stay in the kernel's page cache anyway.
+    startParams: [...PGlite.defaultStartParams, '-c', `shared_buffers=${PGLITE_SHARED_BUFFERS}`],
   });
   const db = new Kysely<DB>({ dialect: new PGliteDialect(client) });
   return {
