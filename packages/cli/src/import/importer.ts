@@ -194,7 +194,8 @@ export async function importContacts(options: ImportOptions): Promise<ImportSumm
   }
   await Promise.all(inFlight);
   if (fatal) throw fatal;
-  if (!interrupted && !options.signal?.aborted) {
+  // Every row read and every batch answered: complete, even when Ctrl-C came while the last ones were in flight.
+  if (!interrupted) {
     current.completed = true;
     saveState(options.stateFile, current);
   }
