@@ -11,6 +11,7 @@ import { createWebhookDeliverer } from '../src/worker.ts';
 import { startLoops, type RunningLoops } from '../src/workers/loop.ts';
 import { call, createTenant, eventually, startTestApp, uniquePhone, type TestApp } from './helpers/app.ts';
 import { listenOnLoopback, spawnCli } from './helpers/cli.ts';
+import { createOwnDatabase } from './helpers/own-database.ts';
 
 interface Forwarded { path: string; headers: IncomingHttpHeaders; body: string }
 
@@ -41,8 +42,12 @@ describe('msvc listen and deliveries tail against a real service and its real de
   let url: string;
   let loops: RunningLoops;
   let target: Awaited<ReturnType<typeof startForwardTarget>>;
+  let database: Awaited<ReturnType<typeof createOwnDatabase>>;
   beforeAll(async () => {
+    // A deliverer serves every tenant of its database: this file's runs on a database of its own.
+    database = await createOwnDatabase('msvc_cli_listen');
     t = await startTestApp({
+      DATABASE_URL: database.url,
       WEBHOOK_DEV_CA: 'true', WEBHOOK_DELIVERY_ENABLED: 'true', WEBHOOK_ALLOW_PRIVATE_NETWORKS: 'true', WEBHOOK_POLL_MS: '20', WEBHOOK_TIMEOUT_MS: '5000',
     });
     url = await listenOnLoopback(t.app);
@@ -53,6 +58,7 @@ describe('msvc listen and deliveries tail against a real service and its real de
     await loops?.stop();
     await target?.close();
     await t?.close();
+    await database?.drop();
   });
 
   it('receives a real event over HTTPS the service trusts, verifies it, prints it, forwards it as received, tails it, and deletes its endpoint on Ctrl-C', async () => {
