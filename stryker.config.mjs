@@ -43,8 +43,8 @@ export const SETS = {
   },
   messages: {
     group: 'messages', mutate: ['src/modules/messages/messages.statuses.ts'],
-    tests: ['test/messages.statuses.test.ts', 'test/callbacks.test.ts', 'test/callbacks.fixtures.test.ts', 'test/messages.reads.test.ts',
-      'test/messages.test.ts'],
+    // callbacks.fixtures.test.ts is left out: its waits for sandbox callbacks ran out on instrumented code under load.
+    tests: ['test/messages.statuses.test.ts', 'test/callbacks.test.ts', 'test/messages.reads.test.ts', 'test/messages.test.ts'],
   },
   'campaigns-states': {
     // Its tables are read when the module loads: Stryker runs every test of the set against such a mutant, and the
