@@ -5,7 +5,6 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { sql } from 'kysely';
 import { openDatabase, type Database } from '../src/db/database.ts';
-import { createSandbox, type Sandbox } from '../src/sandbox/sandbox.ts';
 import { cpuSeconds, freePort, freshDatabase, pidsOf, requireRealServers, startProcess, stopProcess } from './support.ts';
 
 /**
@@ -23,6 +22,7 @@ import { cpuSeconds, freePort, freshDatabase, pidsOf, requireRealServers, startP
 const CONTACTS = Number(process.env.BENCH_CONTACTS ?? 1_000_000);
 const DISPATCH = Number(process.env.BENCH_DISPATCH ?? 100_000);
 const FULL = process.env.BENCH_FULL === '1';
+const UNPACED = process.env.BENCH_UNPACED !== '0';
 
 async function json(url: string, init: RequestInit & { body?: string } = {}): Promise<any> {
   const res = await fetch(url, { ...init, headers: { 'content-type': 'application/json', ...(init.headers ?? {}) } });
@@ -57,11 +57,17 @@ export async function run(): Promise<object> {
   const adminToken = `adm_${randomBytes(16).toString('hex')}`;
   const port = await freePort();
   const url = `http://127.0.0.1:${port}`;
-  const sandbox = await createSandbox({ port: 0, appSecret, reviewMs: 50, callbackUrl: `${url}/upstream/webhook`, sendsLogCapacity: Math.max(200_000, DISPATCH * 2) });
+  const sandboxPort = await freePort();
+  const sandboxUrl = `http://127.0.0.1:${sandboxPort}`;
+  const sandbox = await startProcess('bench/sandbox-process.ts', {
+    SANDBOX_PORT: String(sandboxPort), UPSTREAM_APP_SECRET: appSecret, SANDBOX_CALLBACK_URL: `${url}/upstream/webhook`,
+    SANDBOX_SENDS_LOG_CAPACITY: String(Math.max(200_000, DISPATCH * 2)),
+  }, `${sandboxUrl}/__sandbox/health`);
+  process.once('exit', () => sandbox.kill()); // also when the run fails before its cleanup
   // What `npm start` runs: the compiled build (built first if src/ is newer).
   execFileSync(process.execPath, ['scripts/build.mjs', '--if-stale'], { stdio: 'inherit' });
   const service = await startProcess('dist/server.js', {
-    PORT: String(port), HOST: '127.0.0.1', ROLE: 'all', UPSTREAM_BASE_URL: sandbox.baseUrl, UPSTREAM_APP_SECRET: appSecret,
+    PORT: String(port), HOST: '127.0.0.1', ROLE: 'all', UPSTREAM_BASE_URL: sandboxUrl, UPSTREAM_APP_SECRET: appSecret,
     ADMIN_TOKEN: adminToken, SEED_DEMO: 'false', LOG_LEVEL: 'warn', OPENAPI_ENABLED: 'false', WEBHOOK_DELIVERY_ENABLED: 'false', DATABASE_URL: fresh.url,
     // The benchmark polls campaign progress; the tenant minute limit is not what is measured.
     RATE_LIMIT_PER_MINUTE: '100000',
@@ -116,10 +122,21 @@ export async function run(): Promise<object> {
     }
   }
 
-  const processes = () => ({ service: [service.pid!], postgres: pidsOf('postgres'), redis: pidsOf('redis-server'), bench_and_sandbox: [process.pid] });
-  const cpuSnapshot = () => Object.fromEntries(Object.entries(processes()).map(([k, pids]) => [k, cpuSeconds(pids)]));
-  const cpuPerRecipient = (before: Record<string, number>, after: Record<string, number>, n: number) =>
-    Object.fromEntries(Object.keys(after).map((k) => [`${k}_ms`, Math.round(((after[k] - (before[k] ?? 0)) / n) * 1000 * 1000) / 1000]));
+  // PostgreSQL: the backends serving this run's database and the server's own processes (WAL
+  // writer, checkpointer...), not other databases' backends on a shared machine.
+  const postgresPids = async () => (await sql<{ pid: number }>`
+    SELECT pid FROM pg_stat_activity WHERE datname = current_database() OR backend_type <> 'client backend'`.execute(database.db)).rows.map((r) => r.pid);
+  const cpuSnapshot = async () => {
+    const processes = { service: [service.pid!], postgres: await postgresPids(), redis: pidsOf('redis-server'), sandbox: [sandbox.pid!], bench: [process.pid] };
+    return Object.fromEntries(Object.entries(processes).map(([k, pids]) => [k, new Map(pids.map((pid) => [pid, cpuSeconds([pid])]))]));
+  };
+  /** CPU ms per recipient of each process group; a process born during the run counts from zero. */
+  const cpuPerRecipient = (before: Record<string, Map<number, number>>, after: Record<string, Map<number, number>>, n: number) =>
+    Object.fromEntries(Object.keys(after).map((k) => {
+      let seconds = 0;
+      for (const [pid, cpu] of after[k]) seconds += cpu - (before[k].get(pid) ?? 0);
+      return [`${k}_ms`, Math.round((seconds / n) * 1000 * 1000) / 1000];
+    }));
 
   try {
     // Tenants and templates first: a template approval callback must not meet a database busy seeding.
@@ -131,10 +148,11 @@ export async function run(): Promise<object> {
     // 1. Materialise 1,000,000 recipients.
     await seed(database, big.id, CONTACTS, 0, 'all');
     const rawCampaign = await createCampaign(big, 'all');
+    // The raw baseline writes the same rows as the service, ids by the same uuid_v7().
     const rawStarted = performance.now();
     await sql`
       INSERT INTO campaign_recipients (id, tenant_id, campaign_id, contact_id, phone)
-      SELECT gen_random_uuid(), c.tenant_id, ${rawCampaign.id}::uuid, c.id, c.phone FROM contacts c
+      SELECT uuid_v7(), c.tenant_id, ${rawCampaign.id}::uuid, c.id, c.phone FROM contacts c
       WHERE c.tenant_id = ${big.id}::uuid AND c.deleted_at IS NULL AND (c.tags && ARRAY['all']::text[] OR c.source = ANY(ARRAY[]::text[]))
       ON CONFLICT (campaign_id, phone) DO NOTHING`.execute(database.db);
     const rawMs = performance.now() - rawStarted;
@@ -164,14 +182,19 @@ export async function run(): Promise<object> {
     // 2. Dispatch 100,000 from one number at 1,000/s.
     await seed(database, paced.id, DISPATCH, 1_000_000, 'all');
     const pacedCampaign = await createCampaign(paced, 'all');
-    const cpu0 = cpuSnapshot();
+    const cpu0 = await cpuSnapshot();
     const t0 = Date.now();
     await json(`${url}/api/v1/public/campaigns/${pacedCampaign.id}/send`, { method: 'POST', headers: paced.auth, body: '{}' });
     const final = await waitFinal(paced, pacedCampaign.id, DISPATCH, 30 * 60_000);
     const elapsedS = (Date.now() - t0) / 1000;
-    const cpu1 = cpuSnapshot();
+    const cpu1 = await cpuSnapshot();
     const pacedPhones = new Set(Array.from({ length: DISPATCH }, (_, g) => `1415${String(2000000 + 1_000_000 + g).padStart(7, '0')}`));
-    const sendTimes = sandbox.state.sends.list().filter((s) => pacedPhones.has(s.to.replace(/^\+/, ''))).map((s) => new Date(s.at).getTime());
+    const sends = (await json(`${sandboxUrl}/__sandbox/sends`)).data as { to: string; at: string }[];
+    const sendTimes = sends.filter((s) => pacedPhones.has(s.to.replace(/^\+/, ''))).map((s) => new Date(s.at).getTime());
+    const sorted = [...sendTimes].sort((a, b) => a - b);
+    const perSecond = new Map<number, number>();
+    for (const t of sorted) perSecond.set(Math.floor((t - sorted[0]) / 1000), (perSecond.get(Math.floor((t - sorted[0]) / 1000)) ?? 0) + 1);
+    const fullSeconds = [...perSecond.entries()].filter(([s]) => s < Math.floor((sorted.at(-1)! - sorted[0]) / 1000)).map(([, n]) => n).sort((a, b) => a - b);
     const dispatch = {
       recipients: final.total_recipients,
       messages_per_second: 1000,
@@ -179,22 +202,30 @@ export async function run(): Promise<object> {
       recipients_per_s: Math.round(DISPATCH / elapsedS),
       busiest_second_sends: busiestSecond(sendTimes),
       sends_seen_by_sandbox: sendTimes.length,
+      // Where the end-to-end time goes: until the first send, sending, and after the last send until stats were final.
+      timeline_s: {
+        first_send: Math.round((sorted[0] - t0) / 100) / 10,
+        sending: Math.round((sorted.at(-1)! - sorted[0]) / 100) / 10,
+        after_last_send: Math.round((t0 + elapsedS * 1000 - sorted.at(-1)!) / 100) / 10,
+      },
+      sends_per_whole_second: { min: fullSeconds[0], median: fullSeconds[Math.floor(fullSeconds.length / 2)], max: fullSeconds.at(-1) },
       stats: final.stats,
       cpu_per_recipient: cpuPerRecipient(cpu0, cpu1, DISPATCH),
       target_recipients_per_s: 950,
     };
     console.log(`campaigns dispatch: ${dispatch.recipients_per_s} recipients/s end to end at 1,000/s (busiest second ${dispatch.busiest_second_sends} sends), CPU ms/recipient ${JSON.stringify(dispatch.cpu_per_recipient)}`);
 
-    // 3. The same audience size over four numbers at 1,000/s each.
+    // 3. The same audience size over four numbers at 1,000/s each (BENCH_UNPACED=0 skips it).
+    if (!UNPACED) return { materialise, dispatch };
     const share = Math.floor(DISPATCH / 4);
     for (const [i, t] of four.entries()) await seed(database, t.id, share, 2_000_000 + i * share, 'all');
     const campaigns = await Promise.all(four.map((t) => createCampaign(t, 'all')));
-    const cpu2 = cpuSnapshot();
+    const cpu2 = await cpuSnapshot();
     const t2 = Date.now();
     await Promise.all(four.map((t, i) => json(`${url}/api/v1/public/campaigns/${campaigns[i].id}/send`, { method: 'POST', headers: t.auth, body: '{}' })));
     await Promise.all(four.map((t, i) => waitFinal(t, campaigns[i].id, share, 30 * 60_000)));
     const unpacedS = (Date.now() - t2) / 1000;
-    const cpu3 = cpuSnapshot();
+    const cpu3 = await cpuSnapshot();
     const dispatchUnpaced = {
       recipients: share * 4,
       phone_numbers: 4,
@@ -205,7 +236,7 @@ export async function run(): Promise<object> {
     console.log(`campaigns dispatch_unpaced: ${dispatchUnpaced.recipients_per_s} recipients/s over 4 numbers, CPU ms/recipient ${JSON.stringify(dispatchUnpaced.cpu_per_recipient)}`);
 
     return {
-      configuration: 'service defaults (ROLE=all, batch_size 50, CAMPAIGN_POLL_MS 100, PACING_HORIZON_MS 1000, CAMPAIGN_MAX_BATCHES 16)',
+      configuration: 'service defaults (ROLE=all, batch_size 50, CAMPAIGN_POLL_MS 100, PACING_HORIZON_MS 1000, CAMPAIGN_MAX_BATCHES 64)',
       materialise,
       dispatch,
       dispatch_unpaced: dispatchUnpaced,
@@ -215,7 +246,7 @@ export async function run(): Promise<object> {
   } finally {
     await database.close();
     await stopProcess(service);
-    await sandbox.close();
+    await stopProcess(sandbox);
     await fresh.drop();
   }
 }

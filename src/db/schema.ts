@@ -260,9 +260,13 @@ export interface CampaignsTable {
   failed_count: Generated<number>;
   failure_reason: string | null;
   retargeted_from: string | null;
-  last_dispatch_at: Timestamp | null;
   created_at: CreatedAt;
   updated_at: Timestamp | null;
+}
+
+export interface CampaignDispatchTurnsTable {
+  campaign_id: string;
+  last_dispatch_at: Timestamp;
 }
 
 export interface CampaignRecipientsTable {
@@ -285,6 +289,7 @@ export interface CampaignRecipientsTable {
 export interface DB {
   campaigns: CampaignsTable;
   campaign_recipients: CampaignRecipientsTable;
+  campaign_dispatch_turns: CampaignDispatchTurnsTable;
   tenants: TenantsTable;
   api_keys: ApiKeysTable;
   business_accounts: BusinessAccountsTable;

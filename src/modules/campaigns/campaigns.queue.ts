@@ -67,15 +67,19 @@ export const campaignQueue = {
       FROM campaigns c
       LEFT JOIN templates t ON t.id = c.template_id
       LEFT JOIN business_accounts ba ON ba.tenant_id = c.tenant_id
+      LEFT JOIN campaign_dispatch_turns turn ON turn.campaign_id = c.id
       WHERE c.status = 'RUNNING' AND ${tenantFilter('c', onlyTenants)}
-      ORDER BY c.last_dispatch_at NULLS FIRST
+      ORDER BY turn.last_dispatch_at NULLS FIRST
       LIMIT ${limit}`.execute(db);
     return rows;
   },
 
+  /** Stamps the campaigns' turn (kept off the campaign row, which every counter move locks). */
   async touch(db: Db, campaignIds: string[]): Promise<void> {
     if (campaignIds.length === 0) return;
-    await db.updateTable('campaigns').set({ last_dispatch_at: new Date() }).where('id', 'in', campaignIds).execute();
+    await sql`
+      INSERT INTO campaign_dispatch_turns (campaign_id, last_dispatch_at) SELECT unnest(${campaignIds}::uuid[]), now()
+      ON CONFLICT (campaign_id) DO UPDATE SET last_dispatch_at = excluded.last_dispatch_at`.execute(db);
   },
 
   /**
