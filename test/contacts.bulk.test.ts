@@ -65,6 +65,7 @@ describe('contacts: bulk create (spec 4.3)', () => {
     const errorOf = (i: number) => body.errors.find((e: { index: number }) => e.index === i).error as string;
     expect(errorOf(4)).toBe('duplicate phone in this batch (same as item 0)');
     expect(errorOf(12)).toBe(`phone must be a phone number in E.164 format (+<country code><number>, digits only, no spaces or punctuation): did you mean ${p0}?`);
+    expect(errorOf(3)).toBe('email must match format "email"'); // not "must be null", the other branch of a nullable field
     expect(errorOf(5)).toMatch(/email/);
     expect(errorOf(6)).toMatch(/phone/);
     expect(errorOf(7)).toMatch(/email/);

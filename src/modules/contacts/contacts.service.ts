@@ -45,7 +45,9 @@ function e164Phone(phone: string, loc: (string | number)[]): string {
 }
 
 function describeFirstError(item: unknown): string {
-  const [first] = Value.Errors(ContactCreate, item);
+  const errors = [...Value.Errors(ContactCreate, item)];
+  // A nullable field's value failed both branches: what the value was meant to be says more than "must be null".
+  const first = errors.find((e) => !(e.keyword === 'type' && (e.params as { type?: unknown }).type === 'null')) ?? errors[0];
   if (!first) return 'invalid contact';
   const field = first.instancePath.split('/').filter(Boolean).join('.');
   if (first.keyword === 'required') return `${(first.params as { requiredProperties?: string[] }).requiredProperties?.join(', ') ?? 'field'} is required`;
