@@ -63,6 +63,9 @@ describe('error handler: every failure in the envelope', () => {
       logLevel: 'warn',
       routes: (app) => {
         app.get('/__test/throw', async () => { throw toThrow; });
+        app.post('/__test/throw', async () => { throw toThrow; });
+        app.get('/__test/two-methods', async () => ({}));
+        app.put('/__test/two-methods', async () => ({}));
         app.post('/__test/echo', async (request) => ({ got: request.body }));
         app.post('/__test/validated', { schema: { body: { type: 'object', required: ['tags'], properties: { tags: { type: 'array', items: { type: 'string' } } } } } }, async () => ({}));
         app.get('/__test/retry-after', async (_request, reply) => {
@@ -163,6 +166,17 @@ describe('error handler: every failure in the envelope', () => {
       { type: 'additionalProperties', loc: ['body', 'limit'], msg: 'limit y', input: null },
     ]);
 
+    const digits = await validation([issue('type', '/a1/12/3b', 'must be string')], 'body');
+    expect(expectError(digits, 400, 'VALIDATION_ERROR', 'a1.12.3b must be string').details).toEqual([{ type: 'type', loc: ['body', 'a1', 12, '3b'], msg: 'a1.12.3b must be string', input: null }]);
+
+    // Through a null in the body there is nothing to point at either.
+    toThrow = framework({ validation: [issue('type', '/a/b', 'must be string'), issue('type', '/c', 'must be string')], validationContext: 'body', statusCode: 400 });
+    const throughNull = await t.app.inject({ method: 'POST', url: '/__test/throw', payload: { a: null, c: 5 } });
+    expect(expectError(throughNull, 400, 'VALIDATION_ERROR', 'Request validation failed').details).toEqual([
+      { type: 'type', loc: ['body', 'a', 'b'], msg: 'a.b must be string', input: null },
+      { type: 'type', loc: ['body', 'c'], msg: 'c must be string', input: 5 },
+    ]);
+
     const deep = await validation([issue('minimum', '/deep', 'must be >= 2'), issue('type', '/limit/x', 'must be string')], 'querystring');
     expect(expectError(deep, 400, 'VALIDATION_ERROR', 'Request validation failed').details).toEqual([
       { type: 'minimum', loc: ['query', 'deep'], msg: 'deep must be >= 2', input: '1' },
@@ -183,5 +197,8 @@ describe('error handler: every failure in the envelope', () => {
     const res = await t.app.inject({ method: 'DELETE', url: '/__test/echo?x=1' });
     expectError(res, 405, 'NOT_FOUND', 'Method DELETE is not allowed on /__test/echo');
     expect(res.headers.allow).toBe('POST');
+    const two = await t.app.inject({ method: 'DELETE', url: '/__test/two-methods' });
+    expectError(two, 405, 'NOT_FOUND', 'Method DELETE is not allowed on /__test/two-methods');
+    expect(two.headers.allow).toBe('GET, HEAD, PUT');
   });
 });
