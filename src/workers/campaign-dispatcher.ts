@@ -47,6 +47,8 @@ export class CampaignDispatcher {
   private lastReconcile = 0;
   /** Per phone number, this process's sends as issued. */
   private windows = new Map<string, IssueWindow>();
+  /** Campaigns that met a fatal answer here: their sends still waiting for a slot are not sent. */
+  private halted = new Set<string>();
 
   constructor(private db: Db, private upstream: UpstreamClient, private media: MediaService, private pacer: SendPacer,
     private options: CampaignDispatcherOptions, private logger?: Logger) {}
@@ -137,7 +139,7 @@ export class CampaignDispatcher {
       accessToken = decryptSecret(this.options.secretsKey, campaign.access_token_enc!);
     } catch {
       // Nothing was sent: the claimed recipients go back to pending for whoever can send them.
-      await this.db.transaction().execute((tx) => campaignQueue.recordOutcomes(tx, { accepted: [], failed: [], unknown: [], retry: recipients.map((r) => ({ id: r.id, retryAt: new Date() })) }));
+      await this.db.transaction().execute((tx) => campaignQueue.recordOutcomes(tx, { accepted: [], failed: [], unknown: [], retry: [], unsent: recipients.map((r) => ({ id: r.id })) }));
       await this.failCampaign(campaign, 'The business account\'s access token cannot be decrypted (was SECRETS_KEY changed?); reconnect the account', null);
       return;
     }
@@ -159,12 +161,19 @@ export class CampaignDispatcher {
     const results = await Promise.all(sends.map(async (send, i) => {
       await sleepUntil(startAt + i * intervalMs);
       await window.acquire(perSecond);
+      if (this.halted.has(campaign.id)) return { send, outcome: null };
       const outcome = await this.upstream.sendTemplate(account, {
         to: send.to, templateName: campaign.template_name, language: campaign.language, components: send.components, callbackData: send.id, attempt: send.attempts - 1,
       });
+      if (outcome.kind === 'rejected' && outcome.error.errorClass === 'fatal') this.haltCampaign(campaign.id);
       return { send, outcome };
     }));
     await this.record(campaign, results);
+  }
+
+  private haltCampaign(campaignId: string): void {
+    if (this.halted.size > 10_000) this.halted.clear();
+    this.halted.add(campaignId);
   }
 
   private issueWindow(phoneNumberId: string): IssueWindow {
@@ -191,12 +200,13 @@ export class CampaignDispatcher {
     return resolved;
   }
 
-  private async record(campaign: RunningCampaign, results: { send: { id: string; attempts: number }; outcome: UpstreamOutcome<SendTemplateResult> }[]): Promise<void> {
-    const outcomes: Outcomes = { accepted: [], failed: [], retry: [], unknown: [] };
+  private async record(campaign: RunningCampaign, results: { send: { id: string; attempts: number }; outcome: UpstreamOutcome<SendTemplateResult> | null }[]): Promise<void> {
+    const outcomes: Outcomes = { accepted: [], failed: [], retry: [], unknown: [], unsent: [] };
     let fatal: { code: number; title: string } | null = null;
     let rateLimited = false;
     const now = Date.now();
     for (const { send, outcome } of results) {
+      if (!outcome) { outcomes.unsent.push({ id: send.id }); continue; }
       switch (outcome.kind) {
         case 'accepted':
           outcomes.accepted.push({ id: send.id, wamid: outcome.value.messageId });

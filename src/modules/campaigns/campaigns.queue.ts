@@ -124,18 +124,21 @@ export const campaignQueue = {
    * Records a batch's upstream outcomes in one transaction: accepted sends get their upstream id
    * (the recipient moves to sent unless a callback already moved it further), refused ones fail,
    * retryable ones go back to pending until `retryAt`, unknown ones (timeout, connection lost) stay
-   * sending with a lease that ends with the reconciliation window.
+   * sending with a lease that ends with the reconciliation window. Unsent ones (their campaign
+   * halted before their slot) go back to pending as they were, without the message row written
+   * for the attempt.
    */
   async recordOutcomes(tx: Tx, outcomes: {
     accepted: { id: string; wamid: string }[];
     failed: { id: string; code: number | null; title: string }[];
     retry: { id: string; retryAt: Date }[];
     unknown: { id: string; reconcileAt: Date }[];
+    unsent: { id: string }[];
   }): Promise<{ campaignId: string; from: string; to: string }[]> {
     const moves: { campaignId: string; from: string; to: string }[] = [];
     // Rows are locked in id order, messages before recipients, as status callbacks lock them:
     // the two writers never deadlock.
-    const ids = [...outcomes.accepted, ...outcomes.failed, ...outcomes.retry, ...outcomes.unknown].map((o) => o.id);
+    const ids = [...outcomes.accepted, ...outcomes.failed, ...outcomes.retry, ...outcomes.unknown, ...outcomes.unsent].map((o) => o.id);
     if (ids.length === 0) return moves;
     await sql`SELECT id FROM messages WHERE id = ANY(${ids}::uuid[]) ORDER BY id FOR UPDATE`.execute(tx);
     await sql`SELECT id FROM campaign_recipients WHERE id = ANY(${ids}::uuid[]) ORDER BY id FOR UPDATE`.execute(tx);
@@ -175,6 +178,16 @@ export const campaignQueue = {
       await sql`
         UPDATE campaign_recipients r SET lease_until = v.at, updated_at = now()
         FROM (VALUES ${values}) v(id, at) WHERE r.id = v.id AND r.status = 'sending'`.execute(tx);
+    }
+    if (outcomes.unsent.length > 0) {
+      const unsent = outcomes.unsent.map((u) => u.id);
+      // A first attempt's row only: an earlier attempt's (outcome unknown) may still hear from the upstream.
+      await sql`
+        DELETE FROM messages m USING campaign_recipients r
+        WHERE m.id = ANY(${unsent}::uuid[]) AND r.id = m.id AND r.attempts <= 1 AND m.upstream_message_id IS NULL AND m.status = 'accepted'`.execute(tx);
+      await sql`
+        UPDATE campaign_recipients SET status = 'pending', attempts = greatest(attempts - 1, 0), lease_until = NULL, updated_at = now()
+        WHERE id = ANY(${unsent}::uuid[]) AND status = 'sending'`.execute(tx);
     }
     await applyCounterMoves(tx, moves);
     return moves;
