@@ -47,8 +47,12 @@ export class CampaignDispatcher {
   private lastReconcile = 0;
   /** Per phone number, this process's sends as issued. */
   private windows = new Map<string, IssueWindow>();
-  /** Campaigns that met a fatal answer here: their sends still waiting for a slot are not sent. */
-  private halted = new Set<string>();
+  /**
+   * Campaigns that met a fatal answer here, and when: sends of batches claimed before it and still
+   * waiting for a slot are not sent. Later batches are (a campaign paused at that moment is not
+   * failed, and may be resumed).
+   */
+  private halted = new Map<string, number>();
 
   constructor(private db: Db, private upstream: UpstreamClient, private media: MediaService, private pacer: SendPacer,
     private options: CampaignDispatcherOptions, private logger?: Logger) {}
@@ -156,12 +160,13 @@ export class CampaignDispatcher {
     }));
     await campaignQueue.recordAttempts(this.db, campaign.tenant_id, campaign, sends);
 
+    const claimedAt = Date.now();
     const window = this.issueWindow(account.phoneNumberId);
     const perSecond = Math.max(1, Math.floor(1000 / intervalMs + 1e-9));
     const results = await Promise.all(sends.map(async (send, i) => {
       await sleepUntil(startAt + i * intervalMs);
       await window.acquire(perSecond);
-      if (this.halted.has(campaign.id)) return { send, outcome: null };
+      if ((this.halted.get(campaign.id) ?? -Infinity) >= claimedAt) return { send, outcome: null };
       const outcome = await this.upstream.sendTemplate(account, {
         to: send.to, templateName: campaign.template_name, language: campaign.language, components: send.components, callbackData: send.id, attempt: send.attempts - 1,
       });
@@ -173,7 +178,7 @@ export class CampaignDispatcher {
 
   private haltCampaign(campaignId: string): void {
     if (this.halted.size > 10_000) this.halted.clear();
-    this.halted.add(campaignId);
+    this.halted.set(campaignId, Date.now());
   }
 
   private issueWindow(phoneNumberId: string): IssueWindow {
