@@ -2,6 +2,10 @@ import type { Deps } from './deps.ts';
 import { WebhookDeliverer } from './workers/webhook-deliverer.ts';
 import { CampaignDispatcher, startDueCampaigns } from './workers/campaign-dispatcher.ts';
 import { startLoops, type RunningLoops, type WorkerLoop } from './workers/loop.ts';
+import { foldCounterMoves } from './modules/campaigns/campaigns.repository.ts';
+
+/** How often campaigns' counter moves are folded into their counters (reads add the unfolded ones). */
+const COUNTER_FOLD_MS = 250;
 
 /** Every background loop of the worker role. Each claims work through the database, never memory. */
 export function workerLoops(deps: Deps): WorkerLoop[] {
@@ -11,6 +15,7 @@ export function workerLoops(deps: Deps): WorkerLoop[] {
     // Fallback for lost template-status callbacks. The loop looks every WORKER_POLL_MS (one probe of
     // a partial index); each template is asked about at most once per TEMPLATE_POLL_INTERVAL_MS.
     { name: 'template-status-poller', runOnce: () => deps.templateSync.pollOnce() },
+    { name: 'campaign-counter-fold', intervalMs: COUNTER_FOLD_MS, runOnce: async () => { await deps.db.transaction().execute((tx) => foldCounterMoves(tx)); return 0; } },
     ...(deps.config.campaignDispatchEnabled ? [
       { name: 'campaign-scheduler', runOnce: () => startDueCampaigns(deps.db) },
       { ...createCampaignDispatcher(deps).loop(), intervalMs: deps.config.campaignPollMs },

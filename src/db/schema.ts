@@ -269,6 +269,15 @@ export interface CampaignDispatchTurnsTable {
   last_dispatch_at: Timestamp;
 }
 
+export interface CampaignCounterMovesTable {
+  campaign_id: string;
+  pending: number;
+  sent: number;
+  delivered: number;
+  read: number;
+  failed: number;
+}
+
 export interface CampaignRecipientsTable {
   id: string;
   tenant_id: string;
@@ -290,6 +299,7 @@ export interface DB {
   campaigns: CampaignsTable;
   campaign_recipients: CampaignRecipientsTable;
   campaign_dispatch_turns: CampaignDispatchTurnsTable;
+  campaign_counter_moves: CampaignCounterMovesTable;
   tenants: TenantsTable;
   api_keys: ApiKeysTable;
   business_accounts: BusinessAccountsTable;

@@ -1,6 +1,6 @@
 import { sql } from 'kysely';
 import type { Db, Tx } from '../../db/database.ts';
-import { applyCounterMoves, type CampaignRow } from './campaigns.repository.ts';
+import { foldCounterMoves, recordCounterMoves, type CampaignRow } from './campaigns.repository.ts';
 import { recordTransition } from './campaigns.service.ts';
 
 /**
@@ -60,7 +60,8 @@ export const campaignQueue = {
   /** Running campaigns, the longest-waiting first (round robin between campaigns and tenants). */
   async running(db: Db, limit: number, onlyTenants?: string[]): Promise<RunningCampaign[]> {
     const { rows } = await sql<RunningCampaign>`
-      SELECT c.id, c.tenant_id, c.batch_size, c.variable_mapping, c.pending_count, c.template_id, t.template_name, t.language,
+      SELECT c.id, c.tenant_id, c.batch_size, c.variable_mapping, c.template_id,
+        c.pending_count + coalesce((SELECT sum(m.pending) FROM campaign_counter_moves m WHERE m.campaign_id = c.id), 0)::int AS pending_count, t.template_name, t.language,
         t.status AS template_status, t.components AS template_components, t.waba_id AS template_waba_id,
         ba.status AS account_status, ba.waba_id, ba.phone_number_id, ba.access_token_enc, ba.messages_per_second,
         EXISTS (SELECT 1 FROM campaign_recipients r WHERE r.campaign_id = c.id AND r.status = 'pending' AND (r.not_before IS NULL OR r.not_before <= now())) AS has_due
@@ -74,7 +75,7 @@ export const campaignQueue = {
     return rows;
   },
 
-  /** Stamps the campaigns' turn (kept off the campaign row, which every counter move locks). */
+  /** Stamps the campaigns' turn (kept off the campaign row, which folds and state moves lock). */
   async touch(db: Db, campaignIds: string[]): Promise<void> {
     if (campaignIds.length === 0) return;
     await sql`
@@ -189,7 +190,7 @@ export const campaignQueue = {
         UPDATE campaign_recipients SET status = 'pending', attempts = greatest(attempts - 1, 0), lease_until = NULL, updated_at = now()
         WHERE id = ANY(${unsent}::uuid[]) AND status = 'sending'`.execute(tx);
     }
-    await applyCounterMoves(tx, moves);
+    await recordCounterMoves(tx, moves);
     return moves;
   },
 
@@ -223,7 +224,7 @@ export const campaignQueue = {
           updated_at = now()
         FROM resolved res WHERE r.id = res.id
         RETURNING r.campaign_id, r.status`.execute(tx);
-      await applyCounterMoves(tx, rows.map((r) => ({ campaignId: r.campaign_id, from: 'sending', to: r.status })));
+      await recordCounterMoves(tx, rows.map((r) => ({ campaignId: r.campaign_id, from: 'sending', to: r.status })));
       return rows.filter((r) => r.status !== 'sending').length;
     });
   },
@@ -231,6 +232,7 @@ export const campaignQueue = {
   /** RUNNING -> COMPLETED once no recipient is pending or sending. */
   async completeIfDone(db: Db, campaignId: string): Promise<CampaignRow | undefined> {
     return db.transaction().execute(async (tx) => {
+      await foldCounterMoves(tx, [campaignId]);
       const row = await tx.updateTable('campaigns').set({ status: 'COMPLETED', completed_at: new Date(), updated_at: new Date() })
         .where('id', '=', campaignId).where('status', '=', 'RUNNING').where('pending_count', '<=', 0)
         .returningAll().executeTakeFirst();
@@ -242,6 +244,7 @@ export const campaignQueue = {
   /** RUNNING -> FAILED with the reason (campaign.failed carries it). */
   async fail(db: Db, campaignId: string, reason: string, code: number | null = null): Promise<CampaignRow | undefined> {
     return db.transaction().execute(async (tx) => {
+      await foldCounterMoves(tx, [campaignId]);
       const row = await tx.updateTable('campaigns').set({ status: 'FAILED', failure_reason: reason.slice(0, 500), completed_at: new Date(), updated_at: new Date() })
         .where('id', '=', campaignId).where('status', '=', 'RUNNING')
         .returningAll().executeTakeFirst();
@@ -252,7 +255,7 @@ export const campaignQueue = {
 
   /**
    * Status callbacks of campaign messages move their recipients forward (never back; failed is
-   * final), inside the callback's own transaction, with the campaign's counters.
+   * final), inside the callback's own transaction, with their counter moves.
    */
   async applyStatuses(tx: Tx, updates: { id: string; status: string; wamid: string; code: number | null; title: string | null }[]): Promise<void> {
     if (updates.length === 0) return;
@@ -266,7 +269,7 @@ export const campaignQueue = {
       FROM v, old
       WHERE r.id = v.id AND old.id = v.id AND ${RANK_SQL('old.status')} < ${RANK_SQL('v.status')} AND old.status <> 'failed'
       RETURNING r.campaign_id, old.status AS old, r.status`.execute(tx);
-    await applyCounterMoves(tx, rows.map((r) => ({ campaignId: r.campaign_id, from: r.old, to: r.status })));
+    await recordCounterMoves(tx, rows.map((r) => ({ campaignId: r.campaign_id, from: r.old, to: r.status })));
   },
 
   /** Due SCHEDULED campaigns (the scheduler starts each with a conditional UPDATE). */

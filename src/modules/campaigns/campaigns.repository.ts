@@ -41,6 +41,30 @@ export function audienceCondition(tenantId: string, audience: Audience) {
     AND (c.tags && ${audience.groups}::text[] OR c.source = ANY(${audience.sources}::text[]))`;
 }
 
+/** Campaign rows (alias c) with the sums of their counter moves not yet folded, in one statement (one snapshot). */
+function selectWithUnfoldedMoves(db: Queryable) {
+  return db.selectFrom('campaigns as c')
+    .leftJoinLateral((eb) => eb.selectFrom('campaign_counter_moves as m').whereRef('m.campaign_id', '=', 'c.id').select([
+      sql<number>`coalesce(sum(m.pending), 0)::int`.as('pending'), sql<number>`coalesce(sum(m.sent), 0)::int`.as('sent'),
+      sql<number>`coalesce(sum(m.delivered), 0)::int`.as('delivered'), sql<number>`coalesce(sum(m.read), 0)::int`.as('read'),
+      sql<number>`coalesce(sum(m.failed), 0)::int`.as('failed'),
+    ]).as('u'), (join) => join.onTrue())
+    .selectAll('c')
+    .select(['u.pending as unfolded_pending', 'u.sent as unfolded_sent', 'u.delivered as unfolded_delivered', 'u.read as unfolded_read', 'u.failed as unfolded_failed']);
+}
+
+type Unfolded = Record<'unfolded_pending' | 'unfolded_sent' | 'unfolded_delivered' | 'unfolded_read' | 'unfolded_failed', number | null>;
+
+function addUnfoldedMoves(r: CampaignRow & Unfolded): CampaignRow {
+  const { unfolded_pending, unfolded_sent, unfolded_delivered, unfolded_read, unfolded_failed, ...row } = r;
+  return {
+    ...row,
+    pending_count: row.pending_count + (unfolded_pending ?? 0), sent_count: row.sent_count + (unfolded_sent ?? 0),
+    delivered_count: row.delivered_count + (unfolded_delivered ?? 0), read_count: row.read_count + (unfolded_read ?? 0),
+    failed_count: row.failed_count + (unfolded_failed ?? 0),
+  };
+}
+
 export const campaignsRepository = {
   async insert(db: Queryable, tenantId: string, c: NewCampaign): Promise<CampaignRow> {
     return db.insertInto('campaigns').values({
@@ -52,11 +76,13 @@ export const campaignsRepository = {
   },
 
   async findById(db: Queryable, tenantId: string, id: string): Promise<CampaignRow | undefined> {
-    return db.selectFrom('campaigns').selectAll().where('tenant_id', '=', tenantId).where('id', '=', id).executeTakeFirst();
+    const row = await selectWithUnfoldedMoves(db).where('c.tenant_id', '=', tenantId).where('c.id', '=', id).executeTakeFirst();
+    return row && addUnfoldedMoves(row);
   },
 
   async list(db: Queryable, tenantId: string): Promise<CampaignRow[]> {
-    return db.selectFrom('campaigns').selectAll().where('tenant_id', '=', tenantId).orderBy('created_at', 'desc').orderBy('id', 'desc').execute();
+    const rows = await selectWithUnfoldedMoves(db).where('c.tenant_id', '=', tenantId).orderBy('c.created_at', 'desc').orderBy('c.id', 'desc').execute();
+    return rows.map(addUnfoldedMoves);
   },
 
   /**
@@ -65,12 +91,14 @@ export const campaignsRepository = {
    */
   async transition(tx: Tx, tenantId: string, id: string, action: CampaignAction, set: TransitionSet = {}): Promise<CampaignRow | undefined> {
     const { from, to } = TRANSITIONS[action];
+    await foldCounterMoves(tx, [id]);
     return tx.updateTable('campaigns').set({ ...set, status: to, updated_at: new Date() })
       .where('tenant_id', '=', tenantId).where('id', '=', id).where('status', 'in', [...from])
       .returningAll().executeTakeFirst();
   },
 
   async setAudience(tx: Tx, tenantId: string, id: string, audience: Audience, statuses: readonly string[]): Promise<CampaignRow | undefined> {
+    await foldCounterMoves(tx, [id]);
     return tx.updateTable('campaigns').set({ audience_groups: audience.groups, audience_sources: audience.sources, updated_at: new Date() })
       .where('tenant_id', '=', tenantId).where('id', '=', id).where('status', 'in', [...statuses])
       .returningAll().executeTakeFirst();
@@ -97,7 +125,12 @@ export const campaignsRepository = {
 
   /** Recomputes the status counters from the recipient rows (refresh-metrics). */
   async recountStats(tx: Tx, tenantId: string, id: string): Promise<CampaignRow | undefined> {
+    // Held from before the count: no fold of this campaign's moves can commit between the count's
+    // snapshot and the removal of the moves that count already covers.
+    const locked = await sql`SELECT id FROM campaigns WHERE tenant_id = ${tenantId}::uuid AND id = ${id}::uuid FOR NO KEY UPDATE`.execute(tx);
+    if (locked.rows.length === 0) return undefined;
     const { rows } = await sql<CampaignRow>`
+      WITH covered AS (DELETE FROM campaign_counter_moves WHERE campaign_id = ${id}::uuid)
       UPDATE campaigns c SET
         pending_count = s.pending, sent_count = s.sent, delivered_count = s.delivered, read_count = s.read, failed_count = s.failed,
         total_recipients = CASE WHEN c.materialised_at IS NULL THEN c.total_recipients ELSE s.total END
@@ -117,33 +150,50 @@ export const campaignsRepository = {
 };
 
 /** How a recipient status moves the campaign's counters (pending covers pending and sending). */
-export const COUNTER_OF: Record<string, 'pending_count' | 'sent_count' | 'delivered_count' | 'read_count' | 'failed_count'> = {
-  pending: 'pending_count', sending: 'pending_count', sent: 'sent_count', delivered: 'delivered_count', read: 'read_count', failed: 'failed_count',
+export const COUNTER_OF: Record<string, 'pending' | 'sent' | 'delivered' | 'read' | 'failed'> = {
+  pending: 'pending', sending: 'pending', sent: 'sent', delivered: 'delivered', read: 'read', failed: 'failed',
 };
 
 /**
- * Applies counter deltas for recipients that moved from one status to another, one UPDATE for
- * all campaigns involved. `moves` are (campaign, from, to) triples, one per recipient.
+ * Records how recipients that moved from one status to another move their campaigns' counters:
+ * one insert-only row per campaign (campaign_counter_moves), so the transactions of callbacks and
+ * outcomes never wait on the campaign row. `moves` are (campaign, from, to) triples, one per recipient.
  */
-export async function applyCounterMoves(tx: Tx, moves: { campaignId: string; from: string; to: string }[]): Promise<void> {
-  const deltas = new Map<string, Record<string, number>>();
+export async function recordCounterMoves(tx: Tx, moves: { campaignId: string; from: string; to: string }[]): Promise<void> {
+  const deltas = new Map<string, Record<'pending' | 'sent' | 'delivered' | 'read' | 'failed', number>>();
   for (const m of moves) {
     const from = COUNTER_OF[m.from];
     const to = COUNTER_OF[m.to];
     if (from === to) continue;
-    const d = deltas.get(m.campaignId) ?? { pending_count: 0, sent_count: 0, delivered_count: 0, read_count: 0, failed_count: 0 };
+    const d = deltas.get(m.campaignId) ?? { pending: 0, sent: 0, delivered: 0, read: 0, failed: 0 };
     d[from]--;
     d[to]++;
     deltas.set(m.campaignId, d);
   }
   if (deltas.size === 0) return;
-  const values = sql.join([...deltas].map(([id, d]) => sql`(${id}::uuid, ${d.pending_count}::int, ${d.sent_count}::int, ${d.delivered_count}::int, ${d.read_count}::int, ${d.failed_count}::int)`));
-  // Locked in id order first, so concurrent writers (callbacks, dispatchers) never deadlock on two campaigns.
+  await tx.insertInto('campaign_counter_moves').values([...deltas].map(([campaign_id, d]) => ({ campaign_id, ...d }))).execute();
+}
+
+/**
+ * Folds the recorded counter moves into their campaigns' counters: those of `only` (waiting for
+ * their rows), or of every campaign whose row is not locked (the background fold). A fold holds
+ * the campaign row from before it takes the moves, so a recount (which holds it too) never meets
+ * a fold half done, and counters plus unfolded moves always equal the recipient rows.
+ */
+export async function foldCounterMoves(tx: Tx, only?: string[]): Promise<number> {
+  const { rows: locked } = await sql<{ id: string }>`
+    SELECT c.id FROM campaigns c
+    WHERE c.id IN (SELECT m.campaign_id FROM campaign_counter_moves m ${only ? sql`WHERE m.campaign_id = ANY(${only}::uuid[])` : sql``})
+    ORDER BY c.id FOR NO KEY UPDATE ${only ? sql`` : sql`SKIP LOCKED`}`.execute(tx);
+  if (locked.length === 0) return 0;
   await sql`
-    WITH v(id, p, s, d, r, f) AS (VALUES ${values}),
-    locked AS (SELECT c.id FROM campaigns c WHERE c.id IN (SELECT id FROM v) ORDER BY c.id FOR UPDATE)
+    WITH moved AS (DELETE FROM campaign_counter_moves WHERE campaign_id = ANY(${locked.map((r) => r.id)}::uuid[]) RETURNING *),
+    sums AS (
+      SELECT campaign_id, sum(pending)::int AS p, sum(sent)::int AS s, sum(delivered)::int AS d, sum(read)::int AS r, sum(failed)::int AS f
+      FROM moved GROUP BY campaign_id)
     UPDATE campaigns c SET
-      pending_count = c.pending_count + v.p, sent_count = c.sent_count + v.s, delivered_count = c.delivered_count + v.d,
-      read_count = c.read_count + v.r, failed_count = c.failed_count + v.f
-    FROM v WHERE c.id = v.id AND c.id IN (SELECT id FROM locked)`.execute(tx);
+      pending_count = c.pending_count + sums.p, sent_count = c.sent_count + sums.s, delivered_count = c.delivered_count + sums.d,
+      read_count = c.read_count + sums.r, failed_count = c.failed_count + sums.f
+    FROM sums WHERE c.id = sums.campaign_id`.execute(tx);
+  return locked.length;
 }
