@@ -1,7 +1,10 @@
 import type { ChildProcess } from 'node:child_process';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { randomUUID } from 'node:crypto';
+import { Redis } from 'ioredis';
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { RedisRateCounter, TIMED_OUT, withDeadline } from '../src/http/rate-limit.ts';
 import { call, createTenant, describeOnPostgresServer, eventually, startTestApp, type TestApp } from './helpers/app.ts';
-import { RATE_LIMIT_HEADERS } from './helpers/expect.ts';
+import { awayFromMinuteEdge, RATE_LIMIT_HEADERS } from './helpers/expect.ts';
 import { freePort } from './helpers/process.ts';
 import { hasRedisServer, startRedis, stopRedis } from './helpers/redis-server.ts';
 
@@ -126,5 +129,134 @@ async function uncountedDurations(app: TestApp['app'], tenant: Awaited<ReturnTyp
     } finally {
       await app.close();
     }
+  });
+});
+
+/**
+ * The outage state machine of RedisRateCounter (suspend on a failure, the liveness ping that tells a
+ * slow Redis from a silent one, the probe that resumes counting), pinned by outcomes and by what
+ * reached Redis, never by latency: these hold on instrumented code on a loaded machine too.
+ * A private redis-server is frozen (SIGSTOP: the connection stays open and commands wait, as in a
+ * partition) or killed. The client has no ioredis commandTimeout (deps.ts sets 1 s as a backstop), so
+ * only the counter's own deadlines can end a wait.
+ */
+(hasRedisServer ? describe : describe.skip)('rate counter outage states (outcomes, no latency)', () => {
+  const STILL_WAITING = Symbol('still waiting');
+  /** A call that should settle long before 10 s; a wait without end shows as STILL_WAITING instead of a hung test. */
+  const settled = <T>(work: Promise<T>) => Promise.race([work, new Promise<typeof STILL_WAITING>((r) => setTimeout(() => r(STILL_WAITING), 10_000).unref())]);
+  const pause = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+  let port: number;
+  let server: ChildProcess | undefined;
+  let client: Redis;
+  let observer: Redis;
+  beforeEach(async () => {
+    port = await freePort();
+    server = await startRedis(port);
+    const options = { host: '127.0.0.1', port, enableOfflineQueue: false, maxRetriesPerRequest: 0, retryStrategy: () => 20 };
+    client = new Redis(options);
+    observer = new Redis(options);
+    // Refused reconnections while the server is down are expected here (deps.ts logs them).
+    for (const c of [client, observer]) c.on('error', () => {});
+    await Promise.all([client, observer].map((c) => new Promise((r) => c.once('ready', r))));
+    // The counts below are exact only inside one fixed minute window.
+    await awayFromMinuteEdge(15_000);
+  });
+  afterEach(async () => {
+    server?.kill('SIGCONT');
+    client.disconnect();
+    observer.disconnect();
+    await stopRedis(server);
+  });
+
+  it('withDeadline: the work\'s value or error, TIMED_OUT for work that never settles', async () => {
+    expect(await withDeadline(Promise.resolve('value'), 1000)).toBe('value');
+    await expect(withDeadline(Promise.reject(new Error('refused')), 1000)).rejects.toThrow('refused');
+    expect(await withDeadline(new Promise(() => {}), 5)).toBe(TIMED_OUT);
+    // A late answer does not change the outcome once the deadline has passed.
+    let answer!: (v: string) => void;
+    const late = withDeadline(new Promise<string>((r) => { answer = r; }), 5);
+    await pause(30);
+    answer('late');
+    expect(await late).toBe(TIMED_OUT);
+  });
+
+  it('withDeadline: a reply that arrived while the process was busy past the deadline is not a timeout', async () => {
+    const reply = withDeadline(client.ping(), 1);
+    // Busy (no event-loop turn) until the deadline is long due and Redis has answered: both are ready in
+    // the same turn, and the reply already received wins.
+    const until = Date.now() + 100;
+    while (Date.now() < until) { /* busy */ }
+    expect(await reply).toBe('PONG');
+  });
+
+  it('a silent Redis: the request that finds it goes uncounted, later ones do not call Redis at all, and counting resumes', async () => {
+    const counter = new RedisRateCounter(client, 5, 20, 50);
+    const tenant = randomUUID();
+    expect(await counter.hit(tenant, 100)).toEqual({ minute: 1, day: 1 });
+    await observer.config('RESETSTAT');
+    server!.kill('SIGSTOP');
+    try {
+      // A read past its deadline only goes without headers: nothing was counted, nothing suspends.
+      expect(await settled(counter.peek(tenant))).toBeNull();
+      // Past its deadline the request asks whether the connection is alive; the ping is not answered either.
+      expect(await settled(counter.hit(tenant, 100))).toBeNull();
+      for (let i = 0; i < 5; i++) {
+        expect(await settled(counter.hit(tenant, 100))).toBeNull();
+        expect(await settled(counter.peek(tenant))).toBeNull();
+      }
+    } finally {
+      server!.kill('SIGCONT');
+    }
+    // Back: the probe's ping is answered and requests are counted again. Redis ran what it had
+    // received during the freeze: the first read, the script of the request that found the outage (2),
+    // nothing of the requests after it (suspended: neither their scripts nor their reads were sent), then this one.
+    expect(await eventually(() => counter.hit(tenant, 100))).toEqual({ minute: 3, day: 3 });
+    // The one read sent is the one made before the outage was found.
+    expect(await observer.info('commandstats')).toMatch(/cmdstat_mget:calls=1,/);
+    expect(await counter.peek(tenant)).toEqual({ minute: 3, day: 3 });
+  });
+
+  it('a slow Redis is not a down one: a reply past the deadline still counts when the connection answers its ping', async () => {
+    const counter = new RedisRateCounter(client, 5, 20, 2000);
+    const tenant = randomUUID();
+    // First a silent Redis, then back (the liveness check of that outage must not be reused later).
+    server!.kill('SIGSTOP');
+    try {
+      expect(await settled(counter.hit(tenant, 100))).toBeNull();
+    } finally {
+      server!.kill('SIGCONT');
+    }
+    expect(await eventually(() => counter.hit(tenant, 100))).toEqual({ minute: 2, day: 2 });
+
+    // Frozen just long enough for the request's deadline to pass, then thawed: its count arrives and is used.
+    server!.kill('SIGSTOP');
+    const slow = settled(counter.hit(tenant, 100));
+    try {
+      await pause(50);
+    } finally {
+      server!.kill('SIGCONT');
+    }
+    expect(await slow).toEqual({ minute: 3, day: 3 });
+    // Not suspended: the next request is counted too.
+    expect(await counter.hit(tenant, 100)).toEqual({ minute: 4, day: 4 });
+  });
+
+  it('a dead Redis: commands fail at once, the probe keeps trying, and counting resumes on the restarted server', async () => {
+    const counter = new RedisRateCounter(client, 50, 20, 50);
+    const tenant = randomUUID();
+    expect(await counter.hit(tenant, 100)).toEqual({ minute: 1, day: 1 });
+    await stopRedis(server);
+    server = undefined;
+    await eventually(async () => client.status !== 'ready');
+    expect(await settled(counter.peek(tenant))).toBeNull();
+    expect(await settled(counter.hit(tenant, 100))).toBeNull();
+    expect(await settled(counter.hit(tenant, 100))).toBeNull();
+    // Down for several probe intervals: each failed probe must schedule the next.
+    await pause(200);
+    server = await startRedis(port);
+    // A fresh server: its counters start again.
+    expect(await eventually(() => counter.hit(tenant, 100))).toEqual({ minute: 1, day: 1 });
+    expect(await counter.peek(tenant)).toEqual({ minute: 1, day: 1 });
   });
 });

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { Redis } from 'ioredis';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { checkRateLimit, MemoryRateCounter, RedisRateCounter, windowsAt, type RateCounter } from '../src/http/rate-limit.ts';
 import { hasRedis } from './helpers/app.ts';
 import { awayFromMinuteEdge } from './helpers/expect.ts';
@@ -46,6 +46,30 @@ for (const backend of backends) {
       expect(await counter.hit(tenant, 3)).toEqual({ minute: 3, day: 2 });
     });
 
+    it('a new minute starts a fresh minute count while the day keeps counting; a new UTC day starts both afresh', async () => {
+      const tenant = newTenant();
+      vi.useFakeTimers({ toFake: ['Date'] });
+      const at = (iso: string) => vi.setSystemTime(new Date(iso));
+      try {
+        at('2026-03-10T23:58:30Z');
+        expect(await counter.hit(tenant, 2)).toEqual({ minute: 1, day: 1 });
+        expect(await counter.hit(tenant, 2)).toEqual({ minute: 2, day: 2 });
+        expect(await counter.hit(tenant, 2)).toEqual({ minute: 3, day: 2 });
+        at('2026-03-10T23:59:10Z');
+        expect(await counter.peek(tenant)).toEqual({ minute: 0, day: 2 });
+        expect(await counter.hit(tenant, 2)).toEqual({ minute: 1, day: 3 });
+        at('2026-03-11T00:00:05Z');
+        expect(await counter.peek(tenant)).toEqual({ minute: 0, day: 0 });
+        expect(await counter.hit(tenant, 2)).toEqual({ minute: 1, day: 1 });
+      } finally {
+        vi.useRealTimers();
+        for (const iso of ['2026-03-10T23:58:30Z', '2026-03-10T23:59:10Z', '2026-03-11T00:00:05Z']) {
+          const w = windowsAt(Date.parse(iso));
+          await redis?.del(`rl:${tenant}:m:${w.minute}`, `rl:${tenant}:d:${w.day}`);
+        }
+      }
+    });
+
     it('tenants are counted apart', async () => {
       await awayFromMinuteEdge();
       const [a, b] = [newTenant(), newTenant()];
@@ -55,3 +79,25 @@ for (const backend of backends) {
     });
   });
 }
+
+describe.skipIf(!hasRedis)('rate counter keys in Redis', () => {
+  it('each counter outlives its window (a minute key at least a minute, a day key at least a day) and then expires', async () => {
+    const redis = new Redis(process.env.REDIS_URL!);
+    const tenant = randomUUID();
+    await awayFromMinuteEdge();
+    const w = windowsAt(Date.now());
+    const [minuteKey, dayKey] = [`rl:${tenant}:m:${w.minute}`, `rl:${tenant}:d:${w.day}`];
+    try {
+      expect(await new RedisRateCounter(redis).hit(tenant, 5)).toEqual({ minute: 1, day: 1 });
+      const [minuteTtl, dayTtl] = await Promise.all([redis.pttl(minuteKey), redis.pttl(dayKey)]);
+      // A key that expired inside its window would hand out a fresh budget; one without expiry would never go.
+      expect(minuteTtl).toBeGreaterThan(60_000);
+      expect(minuteTtl).toBeLessThanOrEqual(120_000);
+      expect(dayTtl).toBeGreaterThan(86_400_000);
+      expect(dayTtl).toBeLessThanOrEqual(86_400_000 + 60_000);
+    } finally {
+      await redis.del(minuteKey, dayKey);
+      await redis.quit();
+    }
+  });
+});

@@ -53,6 +53,12 @@ describe('rate limit decision', () => {
     expect(await decide(7, 1001, 5, 1000)).toMatchObject({ allowed: false, reset: DAY_RESET });
   });
 
+  it('a day limit of 0 is no budget at all, not unlimited: the first request of the day is refused until the day resets', async () => {
+    expect(await decide(1, 1, 5, 0)).toEqual({
+      allowed: false, minuteLimit: 5, minuteRemaining: 4, dayLimit: 0, dayRemaining: 0, reset: DAY_RESET, retryAfter: DAY_RESET - NOW_S,
+    });
+  });
+
   it('a day limit of -1 is unlimited: never refuses, reports -1 remaining, and the minute sets the reset', async () => {
     expect(await decide(2, 5_000_000, 5, -1)).toEqual({
       allowed: true, minuteLimit: 5, minuteRemaining: 3, dayLimit: -1, dayRemaining: -1, reset: MINUTE_RESET, retryAfter: 45,
@@ -125,6 +131,10 @@ describe('withDeadline', () => {
     // Created in the same tick with the same delay, this timer is due together with the deadline's
     // and runs right after it: the reply is there before the deadline's check.
     setTimeout(() => deliver('just in time'), 5);
+    // Busy past both: had the clock moved on by a millisecond between the two timers, the reply's
+    // would otherwise come due a turn later (seen on a loaded machine).
+    const until = Date.now() + 20;
+    while (Date.now() < until) { /* busy */ }
     expect(await result).toBe('just in time');
   });
 });
