@@ -1,7 +1,9 @@
+import { createServer } from 'node:http';
 import { connect } from 'node:net';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ConfigError, loadConfig } from '../src/config.ts';
+import { handleClientError } from '../src/http/client-error.ts';
 import { ADMIN_TOKEN, startTestApp, testEnv, type TestApp } from './helpers/app.ts';
 
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
@@ -35,13 +37,19 @@ function raw(port: number, bytes: Buffer | string, options: { timeoutMs?: number
   });
 }
 
+const MESSAGES: Record<number, string> = {
+  400: 'Malformed HTTP request',
+  408: 'The request was not received in time',
+  431: 'The request headers are too large',
+};
+
 function expectEnvelope(answer: RawAnswer, status: number) {
   expect(answer.status, JSON.stringify(answer)).toBe(status);
   expect(answer.headers['content-type']).toMatch(/^application\/json/);
   expect(answer.headers['x-request-id']).toMatch(/^req_[0-9a-f]{12}$/);
   expect(answer.body).toEqual({
     success: false,
-    error: { code: 'VALIDATION_ERROR', message: expect.any(String) },
+    error: { code: 'VALIDATION_ERROR', message: MESSAGES[status] },
     meta: { request_id: answer.headers['x-request-id'], timestamp: expect.any(String) },
   });
 }
@@ -98,6 +106,28 @@ describe('errors before the router: HTTP parser errors and timeouts over a real 
     const answer = await raw(port, 'GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n');
     expect(answer.status).toBe(200);
     expect(answer.body).toEqual({ status: 'ok' });
+  });
+});
+
+describe('a parser error or timeout on a connection whose response has already started', () => {
+  it('gets no second answer (it would corrupt the response under way): the connection is only closed', async () => {
+    // No route of the API streams, so a plain server stands in for one whose handler has begun
+    // answering before the request body arrived, and the body then times out.
+    const server = createServer({ requestTimeout: 300, headersTimeout: 200, connectionsCheckingInterval: 50 }, (_req, res) => {
+      res.writeHead(200, { 'content-type': 'text/plain' });
+      res.write('partial');
+    });
+    server.on('clientError', handleClientError);
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    try {
+      const answer = await raw((server.address() as AddressInfo).port, 'POST /upload HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n0123456789');
+      expect(answer.status).toBe(200);
+      expect(answer.body).toContain('partial');
+      expect(answer.body).not.toContain('HTTP/1.1');
+    } finally {
+      server.closeAllConnections();
+      await new Promise((resolve) => server.close(resolve));
+    }
   });
 });
 
