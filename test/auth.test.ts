@@ -1,5 +1,7 @@
 import { randomBytes } from 'node:crypto';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { FastifyRequest } from 'fastify';
+import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
+import { ApiKeyAuthenticator } from '../src/http/auth.ts';
 import { adminHeaders, API, call, createTenant, eventually, itOnPostgresServer, startTestApp, uniquePhone, type TestApp } from './helpers/app.ts';
 import { createKey, expectError } from './helpers/expect.ts';
 
@@ -252,5 +254,72 @@ describe('authentication and authorisation (spec section 5)', () => {
     const b = await createKey(t.app, (await createTenant(t.app)).id);
     const created = await call(t.app, a, 'POST', '/contacts', { first_name: 'A', phone: uniquePhone() });
     expect((await t.app.inject({ method: 'GET', url: `${API}/contacts/${created.json().id}`, headers: b.headers })).statusCode).toBe(404);
+  });
+
+  describe('the key lookup cache and the instant of expiry (ApiKeyAuthenticator on the real database)', () => {
+    afterEach(() => { vi.useRealTimers(); });
+    const asRequest = (tenant: { key: string }) => ({ headers: { authorization: `Bearer ${tenant.key}` }, ip: '127.0.0.1' }) as unknown as FastifyRequest;
+    /** Revoked in the database only, as another API process does (this authenticator is not told). */
+    const revokeElsewhere = (keyId: string) => t.deps.db.updateTable('api_keys').set({ revoked_at: new Date() }).where('id', '=', keyId).execute();
+
+    it('a lookup is reused for exactly the cache lifetime, for every key looked up, then read again', async () => {
+      const auth = new ApiKeyAuthenticator(t.deps.db, 1000);
+      const [a, b] = [await createTenant(t.app), await createTenant(t.app)];
+      vi.useFakeTimers({ toFake: ['Date'] });
+      const t0 = Date.now();
+      expect((await auth.identify(asRequest(a))).auth.keyId).toBe(a.keyId);
+      expect((await auth.identify(asRequest(b))).auth.keyId).toBe(b.keyId);
+      await revokeElsewhere(a.keyId);
+      vi.setSystemTime(t0 + 999);
+      expect((await auth.identify(asRequest(a))).auth.keyId).toBe(a.keyId);
+      vi.setSystemTime(t0 + 1000);
+      await expect(auth.identify(asRequest(a))).rejects.toThrow('Invalid or revoked API key');
+    });
+
+    it('forgetAll drops every cached lookup, and a lookup under way when it runs is not cached', async () => {
+      const auth = new ApiKeyAuthenticator(t.deps.db, 60_000);
+      const cached = await createTenant(t.app);
+      await auth.identify(asRequest(cached));
+      await revokeElsewhere(cached.keyId);
+      auth.forgetAll();
+      await expect(auth.identify(asRequest(cached))).rejects.toThrow('Invalid or revoked API key');
+
+      // The revoking process calls forgetAll after its commit; a lookup that started before may hold the old row.
+      const racing = await createTenant(t.app);
+      const underWay = auth.identify(asRequest(racing));
+      auth.forgetAll();
+      expect((await underWay).auth.keyId).toBe(racing.keyId);
+      await revokeElsewhere(racing.keyId);
+      await expect(auth.identify(asRequest(racing))).rejects.toThrow('Invalid or revoked API key');
+    });
+
+    it('a key expires at the very instant of expires_at', async () => {
+      const expiresAt = new Date(Math.ceil((Date.now() + 3_600_000) / 1000) * 1000);
+      const tenant = await createTenant(t.app, { key: { expires_at: expiresAt.toISOString() } });
+      const auth = new ApiKeyAuthenticator(t.deps.db, 0);
+      vi.useFakeTimers({ toFake: ['Date'] });
+      vi.setSystemTime(expiresAt.getTime() - 1);
+      expect((await auth.identify(asRequest(tenant))).auth.keyId).toBe(tenant.keyId);
+      vi.setSystemTime(expiresAt);
+      await expect(auth.identify(asRequest(tenant))).rejects.toThrow('API key has expired');
+    });
+
+    it('the header is the Bearer scheme, one or more spaces, then the token and nothing else', async () => {
+      const tenant = await createTenant(t.app);
+      expect((await get({ authorization: `Bearer  ${tenant.key}` })).statusCode).toBe(200);
+      for (const authorization of [`XBearer ${tenant.key}`, `Basic Bearer ${tenant.key}`, `Bearer ${tenant.key} extra`, `Bearer ${tenant.key} ${tenant.key}`]) {
+        expectError(await get({ authorization }), 401, AUTH, 'Not authenticated');
+      }
+    });
+
+    it('every missing scope is named in the message, comma-separated', () => {
+      const auth = new ApiKeyAuthenticator(t.deps.db, 0);
+      const record = {
+        auth: { tenantId: 't', keyId: 'k', scopes: ['contacts:read'], plan: 'business', apiRequestsDaily: -1 },
+        expiresAt: null, revoked: false, tenantDeleted: false, allowlist: null,
+      };
+      expect(() => auth.authorize(asRequest({ key: 'unused' }), record, ['contacts:write', 'templates:write', 'contacts:read'], undefined))
+        .toThrow('Missing required scope(s): contacts:write, templates:write');
+    });
   });
 });
