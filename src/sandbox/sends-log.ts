@@ -10,38 +10,53 @@ export interface LoggedSend {
 
 export const digitsOf = (phone: string) => phone.replace(/\D/g, '');
 
-/** Every accepted send, newest last, in a ring so a long benchmark cannot exhaust memory. */
+/**
+ * Every accepted send, newest last, in a ring so a long benchmark cannot exhaust memory. Each send
+ * is kept as its JSON text (and its recipient's digits): a string is one object to the garbage
+ * collector, where the send's parsed components were dozens, and a benchmark's log of 200,000
+ * sends otherwise made the sandbox pause long enough to take the sends that came meanwhile in a burst.
+ */
 export class SendsLog {
-  private entries: LoggedSend[] = [];
+  private texts: string[] = [];
+  private recipients: string[] = [];
   private next = 0;
   private wrapped = false;
 
   constructor(private readonly capacity = 200_000) {}
 
   add(entry: LoggedSend): void {
-    if (!this.wrapped && this.entries.length < this.capacity) {
-      this.entries.push(entry);
+    const text = JSON.stringify(entry);
+    const to = digitsOf(entry.to);
+    if (!this.wrapped && this.texts.length < this.capacity) {
+      this.texts.push(text);
+      this.recipients.push(to);
       return;
     }
     this.wrapped = true;
-    this.entries[this.next] = entry;
+    this.texts[this.next] = text;
+    this.recipients[this.next] = to;
     this.next = (this.next + 1) % this.capacity;
   }
 
   /** Oldest first; `to` matches on digits, so "+1415..." and "1415..." are the same recipient. */
   list(to?: string): LoggedSend[] {
-    const ordered = this.wrapped ? this.entries.slice(this.next).concat(this.entries.slice(0, this.next)) : this.entries;
-    if (!to) return ordered.slice();
-    const wanted = digitsOf(to);
-    return ordered.filter((entry) => digitsOf(entry.to) === wanted);
+    const wanted = to === undefined ? undefined : digitsOf(to);
+    const found: LoggedSend[] = [];
+    const start = this.wrapped ? this.next : 0;
+    for (let n = 0; n < this.texts.length; n++) {
+      const i = (start + n) % this.texts.length;
+      if (wanted === undefined || this.recipients[i] === wanted) found.push(JSON.parse(this.texts[i]) as LoggedSend);
+    }
+    return found;
   }
 
   get size(): number {
-    return this.entries.length;
+    return this.texts.length;
   }
 
   clear(): void {
-    this.entries = [];
+    this.texts = [];
+    this.recipients = [];
     this.next = 0;
     this.wrapped = false;
   }
