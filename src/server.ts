@@ -1,7 +1,15 @@
 import { join } from 'node:path';
+import { setFlagsFromString } from 'node:v8';
 import { ConfigError, loadConfig, type Config } from './config.ts';
 import { openDatabase } from './db/database.ts';
 import type { Sandbox } from './sandbox/sandbox.ts';
+
+// V8 lets the old generation grow to up to four times what the last full collection kept before it
+// collects again. At a thousand sends a second, work that waits a second for its send slot is
+// promoted and dies there: the service's RSS rose from 150 MB to 300 MB between collections. Half
+// again what was kept (factor 1.5) held the peak to about 180 MB in the same benchmark, with no CPU
+// cost that runs on a loaded machine could tell apart.
+setFlagsFromString('--heap-growing-percent=50');
 
 let config: Config;
 try {
