@@ -11,6 +11,7 @@ import { installPublicApiHooks } from './http/public-api.ts';
 import { TIMED_OUT, withDeadline } from './http/rate-limit.ts';
 import { installValidators } from './http/validation.ts';
 import { requestIdFor } from './http/request-id.ts';
+import { serializersBuiltAtFirstUse } from './http/serialization.ts';
 import { MAX_JSON_DEPTH, assertStorableText, nestsDeeperThan } from './http/storable-text.ts';
 import { adminRoutes } from './modules/admin/admin.routes.ts';
 import { campaignsRoutes } from './modules/campaigns/campaigns.routes.ts';
@@ -43,6 +44,7 @@ export async function buildApp(deps: Deps): Promise<FastifyInstance> {
     },
     // What the HTTP parser rejects before routing: the envelope with an X-Request-Id too.
     clientErrorHandler: handleClientError,
+    schemaController: { compilersFactory: { buildSerializer: serializersBuiltAtFirstUse() } },
     // Our own 503 below, in the envelope (Fastify's would not be).
     return503OnClosing: false,
     // URLs the router rejects before any route or hook runs: answer them with the envelope too.

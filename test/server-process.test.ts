@@ -1,6 +1,6 @@
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { createHmac } from 'node:crypto';
-import { mkdirSync, symlinkSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:net';
 import { networkInterfaces } from 'node:os';
 import { join, resolve } from 'node:path';
@@ -81,8 +81,9 @@ describe('the compiled package and its process', () => {
       const pid = serverPid(npm.stdout());
       expect(pid).toBeGreaterThan(0);
       expect(pid).not.toBe(npm.child.pid);
-      // Compiled JavaScript, not tsx.
+      // Compiled JavaScript, not tsx: one bundled file (the server's modules are not loaded one by one).
       expect(spawnSync('ps', ['-o', 'args=', '-p', String(pid)], { encoding: 'utf8' }).stdout.trim()).toBe('node dist/server.js');
+      expect(readFileSync(join(ROOT, 'dist', 'server.js'), 'utf8')).not.toMatch(/["']\.\/(app|config|deps|worker|db\/database)\.js["']/);
 
       const lan = nonLoopbackIPv4();
       if (lan) expect(await refused(`http://${lan}:${port}/healthz`)).toBe(true);

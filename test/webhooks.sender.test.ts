@@ -94,4 +94,26 @@ describe('webhook sender (one attempt against a real HTTPS receiver)', () => {
   it('refuses a URL that is not https without sending anything', async () => {
     expect(await attempt(`http://127.0.0.1:${receiver.port}/plain`)).toMatchObject({ ok: false, errorClass: 'invalid_url' });
   });
+
+  // The TLS context (every root certificate and the extra CA) is made at the first attempt, not at start.
+  it('reads the extra CA when made: a missing file fails the start, not a delivery', () => {
+    expect(() => new WebhookSender({ timeoutMs: 1_000, extraCaFile: '/nonexistent/ca.pem', allowPrivateNetworks: true })).toThrow(/ENOENT/);
+  });
+
+  it('trusts the extra CA from its first attempt, and sends nothing once closed', async () => {
+    const fresh = new WebhookSender({ timeoutMs: 1_500, extraCaFile: receiver.caFile, allowPrivateNetworks: true });
+    const send = (path: string) => fresh.attempt({ url: receiver.url(path), endpointId: ENDPOINT_ID, eventType: 'contact.created', payload: '{}', secret: 'whsec_test' });
+    const first = `/first-${++n}`;
+    expect(await send(first)).toMatchObject({ ok: true, statusCode: 200 });
+    await fresh.close();
+    const late = `/after-close-${++n}`;
+    expect(await send(late)).toMatchObject({ ok: false, statusCode: null });
+    expect(receiver.at(late)).toHaveLength(0);
+
+    const closedUnused = new WebhookSender({ timeoutMs: 1_500, extraCaFile: receiver.caFile, allowPrivateNetworks: true });
+    await closedUnused.close();
+    const never = `/closed-before-use-${++n}`;
+    expect(await closedUnused.attempt({ url: receiver.url(never), endpointId: ENDPOINT_ID, eventType: 'contact.created', payload: '{}', secret: 'whsec_test' })).toMatchObject({ ok: false, statusCode: null });
+    expect(receiver.at(never)).toHaveLength(0);
+  });
 });

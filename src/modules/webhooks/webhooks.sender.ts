@@ -88,22 +88,35 @@ export function guardedLookup(hostname: string, lookupOptions: LookupOptions, ca
  * the guard accepted (connect.lookup), and every attempt re-checks the destination first.
  */
 export class WebhookSender {
-  private agent: Agent;
+  /** Made at the first attempt (see agent()). */
+  private sharedAgent: Agent | null = null;
+  private closed = false;
+  /** The extra CAs' PEM text, read at construction so a missing file fails the start, not a delivery. */
+  private extraCas: string[];
   /** Parsed endpoint URLs by their text: an endpoint's attempts all go to the same few URLs. */
   private urls = new Map<string, URL>();
 
   constructor(private options: SenderOptions) {
-    // Built once: a `ca` list given per connection is parsed again (all root certificates) for every
-    // new TLS connection, which blocked the event loop for seconds when many connections opened at once.
-    const extraCas = [options.extraCaFile, options.devCaFile].filter((f) => f !== undefined).map((f) => readFileSync(f, 'utf8'));
-    const secureContext = extraCas.length > 0 ? createSecureContext({ ca: [...rootCertificates, ...extraCas] }) : undefined;
-    const allowPrivate = options.allowPrivateNetworks;
-    this.agent = new Agent({
+    this.extraCas = [options.extraCaFile, options.devCaFile].filter((f) => f !== undefined).map((f) => readFileSync(f, 'utf8'));
+  }
+
+  /**
+   * The one Agent, made at the first attempt: with an extra CA it carries a TLS context holding
+   * every root certificate, whose making took 0.2 s of CPU at each start, for deliveries that may
+   * never come. Built once: a `ca` list given per connection is parsed again (all root
+   * certificates) for every new TLS connection, which blocked the event loop for seconds when many
+   * connections opened at once.
+   */
+  private agent(): Agent {
+    if (this.sharedAgent) return this.sharedAgent;
+    const { options } = this;
+    const secureContext = this.extraCas.length > 0 ? createSecureContext({ ca: [...rootCertificates, ...this.extraCas] }) : undefined;
+    this.sharedAgent = new Agent({
       connect: {
         ...(secureContext ? { secureContext } : {}),
         rejectUnauthorized: true,
         timeout: options.timeoutMs,
-        ...(allowPrivate ? {} : { lookup: guardedLookup as never }),
+        ...(options.allowPrivateNetworks ? {} : { lookup: guardedLookup as never }),
       },
       keepAliveTimeout: 4_000,
       ...(options.maxConnectionsPerOrigin ? { connections: options.maxConnectionsPerOrigin } : {}),
@@ -112,6 +125,9 @@ export class WebhookSender {
       headersTimeout: options.timeoutMs + 1_000,
       bodyTimeout: options.timeoutMs + 1_000,
     });
+    // Closed before its first attempt: an attempt still made fails as on a closed Agent.
+    if (this.closed) void this.sharedAgent.close();
+    return this.sharedAgent;
   }
 
   async attempt(req: AttemptRequest): Promise<AttemptOutcome> {
@@ -139,7 +155,7 @@ export class WebhookSender {
       const headers = deliveryHeaders({
         secret: req.secret, eventType: req.eventType, attemptId: req.attemptId ?? randomUUID(), endpointId: req.endpointId, body,
       });
-      const { statusCode, body: responseBody } = await post(this.agent, url, headers, body, remaining());
+      const { statusCode, body: responseBody } = await post(this.agent(), url, headers, body, remaining());
       if (statusCode >= 200 && statusCode < 300) return { ok: true, statusCode, responseTimeMs: elapsed(), responseBody };
       return { ok: false, statusCode, responseTimeMs: elapsed(), responseBody, errorClass: 'http_status', errorMessage: `Endpoint answered HTTP ${statusCode}` };
     } catch (err) {
@@ -161,7 +177,8 @@ export class WebhookSender {
   }
 
   async close(): Promise<void> {
-    await this.agent.close();
+    this.closed = true;
+    await this.sharedAgent?.close();
   }
 }
 

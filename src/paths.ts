@@ -1,0 +1,14 @@
+import { fileURLToPath } from 'node:url';
+
+// Files that ship beside the code, found from this module. It sits at the top of src/, and so at the
+// top of dist/ once compiled, which is also where the bundled entry (dist/server.js, one file that
+// holds this module too) lives: the same relative paths hold for tsx, the compiled modules and the bundle.
+
+/** The numbered plain-SQL migrations. */
+export const MIGRATIONS_DIR = fileURLToPath(new URL('../migrations', import.meta.url));
+
+/**
+ * The embedded database initialised and migrated by `npm run build` (dist/pglite-template), which a
+ * first start copies instead of running initdb. Running from the sources (tsx) there is none.
+ */
+export const PGLITE_TEMPLATE_DIR = fileURLToPath(new URL('./pglite-template', import.meta.url));
