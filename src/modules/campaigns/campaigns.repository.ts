@@ -65,6 +65,9 @@ function addUnfoldedMoves(r: CampaignRow & Unfolded): CampaignRow {
   };
 }
 
+/** Materialising at least this many recipients refreshes the planner's statistics of the table. */
+export const ANALYZE_AFTER_ROWS = 10_000;
+
 export const campaignsRepository = {
   async insert(db: Queryable, tenantId: string, c: NewCampaign): Promise<CampaignRow> {
     return db.insertInto('campaigns').values({
@@ -118,6 +121,11 @@ export const campaignsRepository = {
       FROM contacts c WHERE ${audienceCondition(campaign.tenant_id, audience)}
       ON CONFLICT (campaign_id, phone) DO NOTHING`.execute(tx);
     const total = Number(inserted.numAffectedRows ?? 0);
+    // The planner must see a large audience from the first claim: until the table is analysed it
+    // keeps the row count of the last VACUUM or ANALYZE (autovacuum may be off or behind), and with
+    // a count of none it walked the whole primary key for every batch of statuses of a million-row
+    // campaign. In this transaction, ANALYZE samples the new rows too.
+    if (total >= ANALYZE_AFTER_ROWS) await sql`ANALYZE campaign_recipients`.execute(tx);
     return tx.updateTable('campaigns')
       .set({ total_recipients: total, pending_count: total, materialised_at: new Date(), updated_at: new Date() })
       .where('id', '=', campaign.id).returningAll().executeTakeFirstOrThrow();
