@@ -1,10 +1,11 @@
-import { createHmac } from 'node:crypto';
+import { createHmac, randomUUID } from 'node:crypto';
 import { sql } from 'kysely';
 import pino from 'pino';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../src/config.ts';
 import { verifyWebhookSignature } from '../src/index.ts';
-import { claimDueDeliveries } from '../src/modules/webhooks/webhooks.queue.ts';
+import { encryptSecret } from '../src/crypto/secrets.ts';
+import { claimDueDeliveries, webhookBacklog } from '../src/modules/webhooks/webhooks.queue.ts';
 import { WebhookSender } from '../src/modules/webhooks/webhooks.sender.ts';
 import { createWebhookDeliverer } from '../src/worker.ts';
 import { WebhookDeliverer } from '../src/workers/webhook-deliverer.ts';
@@ -114,6 +115,38 @@ describe('webhook delivery (real HTTPS receiver, real worker loop, own database)
   }
 
   const endpointRow = (id: string) => t.deps.db.selectFrom('webhook_endpoints').selectAll().where('id', '=', id).executeTakeFirstOrThrow();
+
+  it('the webhook backlog counts due deliveries of active endpoints only, with the oldest wait', async () => {
+    // A repeatable-read snapshot: deliveries other test files commit meanwhile cannot move the figures.
+    const tenant = await createTenant(t.app);
+    const rollback = new Error('rollback');
+    await t.deps.db.transaction().setIsolationLevel('repeatable read').execute(async (tx) => {
+      const before = await webhookBacklog(tx);
+      const endpoint = async (active: boolean) => {
+        const id = randomUUID();
+        await tx.insertInto('webhook_endpoints').values({
+          id, tenant_id: tenant.id, url: 'https://93.184.215.14/in', events: ['contact.created'], signing_secret_enc: encryptSecret(t.config.secretsKey, 'whsec_x'), is_active: active,
+        }).execute();
+        return id;
+      };
+      const delivery = (endpointId: string, dueSecondsAgo: number, status = 'pending') => ({
+        id: randomUUID(), tenant_id: tenant.id, endpoint_id: endpointId, event_id: randomUUID(), event_type: 'contact.created', request_url: 'https://93.184.215.14/in',
+        status, attempt_number: status === 'retrying' ? 1 : 0, next_attempt_at: new Date(Date.now() - dueSecondsAgo * 1000),
+      });
+      const active = await endpoint(true);
+      const inactive = await endpoint(false);
+      await tx.insertInto('webhook_deliveries').values([
+        delivery(active, 3_600), delivery(active, 5), delivery(active, 1, 'retrying'),
+        delivery(active, -600), // not due yet
+        delivery(active, 60, 'success'),
+        delivery(inactive, 60),
+      ]).execute();
+      const after = await webhookBacklog(tx);
+      expect(after.due - before.due).toBe(3);
+      expect(after.oldestDueSeconds).toBeGreaterThan(3_590); // now() is the transaction start, a moment before the rows were built
+      throw rollback;
+    }).catch((err) => { if (err !== rollback) throw err; });
+  });
 
   it('delivers the envelope with exactly the spec headers and a verifiable signature', async () => {
     const tenant = await createTenant(t.app);
