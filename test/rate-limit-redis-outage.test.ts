@@ -173,12 +173,6 @@ async function uncountedDurations(app: TestApp['app'], tenant: Awaited<ReturnTyp
     expect(await withDeadline(Promise.resolve('value'), 1000)).toBe('value');
     await expect(withDeadline(Promise.reject(new Error('refused')), 1000)).rejects.toThrow('refused');
     expect(await withDeadline(new Promise(() => {}), 5)).toBe(TIMED_OUT);
-    // A late answer does not change the outcome once the deadline has passed.
-    let answer!: (v: string) => void;
-    const late = withDeadline(new Promise<string>((r) => { answer = r; }), 5);
-    await pause(30);
-    answer('late');
-    expect(await late).toBe(TIMED_OUT);
   });
 
   it('withDeadline: a reply that arrived while the process was busy past the deadline is not a timeout', async () => {
