@@ -507,6 +507,21 @@ describe('webhook delivery (real HTTPS receiver, real worker loop, own database)
     expect(page.pagination).toEqual({ page: 2, limit: 1, total_items: 2, total_pages: 2, has_next: false, has_prev: true });
   });
 
+  it('a claim takes at most the room this worker has left per endpoint (the cap less what it holds), the cap elsewhere', async () => {
+    await stopDeliverer();
+    try {
+      const tenant = await createTenant(t.app);
+      const [held, full, other] = await Promise.all(['room-held', 'room-full', 'room-other'].map(async (name) => (await endpointFor(tenant, freshPath(name))).data.id));
+      for (let i = 0; i < 3; i++) await createContact(tenant);
+      const room = new Map([[held, 1], [full, 0]]);
+      const claimed = await claimDueDeliveries(t.deps.db, { kind: 'first', limit: 1000, endpointCap: 2, room, leaseMs: 200 });
+      const per = (id: string) => claimed.filter((c) => c.endpoint_id === id).length;
+      expect([per(held), per(full), per(other)]).toEqual([1, 0, 2]);
+    } finally {
+      startDeliverer();
+    }
+  });
+
   it('a worker killed mid-attempt loses nothing: the claim comes back after its lease', async () => {
     await stopDeliverer();
     const tenant = await createTenant(t.app);
