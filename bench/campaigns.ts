@@ -216,7 +216,7 @@ export async function run(): Promise<object> {
     console.log(`campaigns dispatch: ${dispatch.recipients_per_s} recipients/s end to end at 1,000/s (busiest second ${dispatch.busiest_second_sends} sends), CPU ms/recipient ${JSON.stringify(dispatch.cpu_per_recipient)}`);
 
     // 3. The same audience size over four numbers at 1,000/s each (BENCH_UNPACED=0 skips it).
-    if (!UNPACED) return { materialise, dispatch };
+    if (!UNPACED) return { materialise, dispatch, service_peak_rss_mb: peakRssMb(service.pid!), ...(full ? { full_1m: full } : {}) };
     const share = Math.floor(DISPATCH / 4);
     for (const [i, t] of four.entries()) await seed(database, t.id, share, 2_000_000 + i * share, 'all');
     const campaigns = await Promise.all(four.map((t) => createCampaign(t, 'all')));
