@@ -124,8 +124,12 @@ export const campaignsRepository = {
     // The planner must see a large audience from the first claim: until the table is analysed it
     // keeps the row count of the last VACUUM or ANALYZE (autovacuum may be off or behind), and with
     // a count of none it walked the whole primary key for every batch of statuses of a million-row
-    // campaign. In this transaction, ANALYZE samples the new rows too.
-    if (total >= ANALYZE_AFTER_ROWS) await sql`ANALYZE campaign_recipients`.execute(tx);
+    // campaign. In this transaction, ANALYZE samples the new rows too; a sample of 3,000 rows (not
+    // 30,000) gives the row count those plans need without reading every page of a million rows.
+    if (total >= ANALYZE_AFTER_ROWS) {
+      await sql`SET LOCAL default_statistics_target = 10`.execute(tx);
+      await sql`ANALYZE campaign_recipients`.execute(tx);
+    }
     return tx.updateTable('campaigns')
       .set({ total_recipients: total, pending_count: total, materialised_at: new Date(), updated_at: new Date() })
       .where('id', '=', campaign.id).returningAll().executeTakeFirstOrThrow();
