@@ -40,7 +40,7 @@ export class SendsLog {
 
   /** Oldest first; `to` matches on digits, so "+1415..." and "1415..." are the same recipient. */
   list(to?: string): LoggedSend[] {
-    const wanted = to === undefined ? undefined : digitsOf(to);
+    const wanted = to ? digitsOf(to) : undefined;
     const found: LoggedSend[] = [];
     const start = this.wrapped ? this.next : 0;
     for (let n = 0; n < this.texts.length; n++) {

@@ -15,6 +15,7 @@ describe('sandbox sends log', () => {
     expect(log.list('14155550101').map((s) => s.message_id)).toEqual(['wamid.1', 'wamid.3']);
     expect(log.list('+1 (415) 555-0102')).toEqual([sent[1]]);
     expect(log.list('+19999999999')).toEqual([]);
+    expect(log.list('')).toEqual(sent); // `?to=` with nothing after it lists every send, as no `to` does
     expect(log.size).toBe(3);
   });
 
