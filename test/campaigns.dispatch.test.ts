@@ -1,3 +1,4 @@
+import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { adminHeaders, call, eventually } from './helpers/app.ts';
 import { createApprovedTemplate, createConnectedTenant, eventsOf, sandboxControl, startUpstreamApp, type UpstreamTestApp } from './helpers/upstream.ts';
@@ -85,6 +86,29 @@ describe('campaigns: dispatch', () => {
         const inWindow = times.filter((x) => x >= times[i] && x < times[i] + 1000).length;
         expect(inWindow).toBeLessThanOrEqual(12);
       }
+    } finally {
+      await workers.stop();
+    }
+  });
+
+  it('claims whole batches while the number\'s slots free up one at a time', async () => {
+    const tenant = await createConnectedTenant(t.app);
+    // 50/s with a 200 ms horizon: 10 slots ahead, one freed every 20 ms (the poll interval).
+    expect((await setPace(tenant.id, 50)).statusCode).toBe(200);
+    const workers = runCampaignWorkers(t, [tenant.id]);
+    try {
+      const template = await createApprovedTemplate(t.app, tenant);
+      const tag = uniqueTag();
+      await createContacts(t, tenant, someContacts(22, { tags: [tag] }));
+      const id = await campaignFor(tenant, template.id, tag, { batch_size: 4 });
+      expect((await call(t.app, tenant, 'POST', `/campaigns/${id}/send`)).statusCode).toBe(200);
+      await eventually(async () => (await getCampaign(tenant, id)).status === 'COMPLETED', 20_000);
+      // Each batch writes its message rows in one statement: one attempted_at per batch.
+      const { rows } = await sql<{ n: number }>`
+        SELECT count(*)::int AS n FROM messages WHERE campaign_id = ${id}::uuid GROUP BY attempted_at ORDER BY attempted_at`.execute(t.deps.db);
+      const ordered = rows.map((r) => r.n);
+      expect(ordered.reduce((a, b) => a + b, 0)).toBe(22);
+      expect(ordered.slice(0, -1).every((n) => n === 4), `batch sizes ${ordered.join(',')}`).toBe(true);
     } finally {
       await workers.stop();
     }

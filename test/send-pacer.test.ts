@@ -20,6 +20,24 @@ function pacerRules(name: string, make: () => SendPacer) {
       expect(second.granted).toBeLessThanOrEqual(2);
     });
 
+    it('grants whole multiples of `unit` and keeps the rest; a unit never exceeds `want` or what the horizon holds', async () => {
+      const pacer = make();
+      const id = number();
+      // 500 ms horizon at 20/s holds 10 slots: 3 taken, 7 free (an eighth frees 50 ms later).
+      const first = await pacer.reserve(id, 3, 20);
+      expect(first.granted).toBe(3);
+      expect((await pacer.reserve(id, 10, 20, 5)).granted).toBe(5);
+      expect((await pacer.reserve(id, 10, 20, 5)).granted).toBe(0);
+      // What was not granted stays: the free slots follow those granted directly.
+      const rest = await pacer.reserve(id, 10, 20);
+      expect(rest.granted).toBeGreaterThanOrEqual(2);
+      // Within half a slot (the Redis clock offset may be refined between two replies).
+      expect(Math.abs(rest.startAt - (first.startAt + 8 * 50))).toBeLessThan(25);
+      // At 10/s the horizon holds 5 slots: a unit of 50 shrinks to them; a unit above `want` to `want`.
+      expect((await pacer.reserve(number(), 50, 10, 50)).granted).toBe(5);
+      expect((await pacer.reserve(number(), 3, 100, 50)).granted).toBe(3);
+    });
+
     it('a 130429 halves the rate; it recovers by a quarter per recovery period', async () => {
       const pacer = make();
       const id = number();

@@ -27,7 +27,7 @@ export interface CampaignDispatcherOptions {
   onlyTenants?: string[];
 }
 
-/** Batches one campaign may start in one turn before the next campaign's turn. */
+/** Batches one campaign may start in one turn (one reservation, one claim) before the next campaign's turn. */
 const BATCHES_PER_TURN = 8;
 const MEDIA_TYPES: Record<string, MediaType> = { IMAGE: 'image', VIDEO: 'video', DOCUMENT: 'document' };
 const sleepUntil = (at: number) => new Promise<void>((resolve) => setTimeout(resolve, Math.max(0, at - Date.now())));
@@ -75,20 +75,18 @@ export class CampaignDispatcher {
     const campaigns = await campaignQueue.running(this.db, 16, this.options.onlyTenants);
     await campaignQueue.touch(this.db, campaigns.map((c) => c.id));
     for (const campaign of campaigns) {
-      // Batches of one campaign back to back while its number has slots (up to the pacing horizon):
-      // a busy campaign is not held to one batch per round of the campaign list.
-      for (let n = 0; n < BATCHES_PER_TURN; n++) {
-        if (this.inFlight.size >= this.options.maxBatches) await Promise.race(this.inFlight);
-        const took = await this.startBatch(campaign);
-        handled += took;
-        if (took < campaign.batch_size) break;
-      }
+      if (this.inFlight.size >= this.options.maxBatches) await Promise.race(this.inFlight);
+      handled += await this.startBatches(campaign);
     }
     return handled;
   }
 
-  /** Claims and starts one paced batch of a campaign in the background; returns how many recipients it took. */
-  private async startBatch(campaign: RunningCampaign): Promise<number> {
+  /**
+   * Claims whole batches of a campaign, as many as its number has slots for (up to the pacing
+   * horizon and BATCHES_PER_TURN), in one reservation and one claim, and starts each paced batch
+   * in the background; returns how many recipients it took.
+   */
+  private async startBatches(campaign: RunningCampaign): Promise<number> {
     const fatal = this.fatalCondition(campaign);
     if (fatal) {
       await this.failCampaign(campaign, fatal, null);
@@ -97,14 +95,22 @@ export class CampaignDispatcher {
     // Slots are reserved only for work that is due: a campaign whose last recipients wait (pair rate
     // limit) must not hold the number's throughput from other campaigns and single sends.
     if (!campaign.has_due) return campaign.pending_count <= 0 && (await campaignQueue.completeIfDone(this.db, campaign.id)) ? 1 : 0;
-    const reservation = await this.pacer.reserve(campaign.phone_number_id!, campaign.batch_size, campaign.messages_per_second ?? 80);
+    // Whole batches only: the few slots freed since the last turn would make a batch of a handful
+    // of recipients paying a whole batch's statements.
+    const size = campaign.batch_size;
+    const batches = Math.max(1, Math.min(BATCHES_PER_TURN, this.options.maxBatches - this.inFlight.size));
+    const whole = Math.min(size, Math.max(1, campaign.pending_count));
+    const reservation = await this.pacer.reserve(campaign.phone_number_id!, size * batches, campaign.messages_per_second ?? 80, whole);
     if (reservation.granted === 0) return 0;
     const recipients = await this.claim(campaign.id, reservation.granted);
     if (recipients.length === 0) return (await campaignQueue.completeIfDone(this.db, campaign.id)) ? 1 : 0;
-    const batch = this.sendBatch(campaign, recipients, reservation.startAt, reservation.intervalMs)
-      .catch((err) => this.logger?.error({ err, campaign_id: campaign.id }, 'campaign batch failed; its recipients are reconciled after their lease'))
-      .finally(() => { this.inFlight.delete(batch); });
-    this.inFlight.add(batch);
+    for (let from = 0; from < recipients.length; from += size) {
+      const startAt = reservation.startAt + from * reservation.intervalMs;
+      const batch = this.sendBatch(campaign, recipients.slice(from, from + size), startAt, reservation.intervalMs)
+        .catch((err) => this.logger?.error({ err, campaign_id: campaign.id }, 'campaign batch failed; its recipients are reconciled after their lease'))
+        .finally(() => { this.inFlight.delete(batch); });
+      this.inFlight.add(batch);
+    }
     return recipients.length;
   }
 

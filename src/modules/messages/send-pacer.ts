@@ -36,10 +36,11 @@ function effectiveFactor(state: PaceState, now: number, recoveryMs: number): num
   return Math.min(1, state.factor * 1.25 ** steps);
 }
 
-function reserveFrom(state: PaceState, now: number, want: number, rate: number, horizonMs: number, recoveryMs: number): Reservation {
+function reserveFrom(state: PaceState, now: number, want: number, unit: number, rate: number, horizonMs: number, recoveryMs: number): Reservation {
   const interval = 1000 / (rate * effectiveFactor(state, now, recoveryMs));
   const tat = Math.max(state.tat, now);
-  const granted = Math.max(0, Math.min(want, Math.floor((now + horizonMs - tat) / interval)));
+  const whole = Math.max(1, Math.min(unit, want, Math.floor(horizonMs / interval)));
+  const granted = Math.floor(Math.max(0, Math.min(want, Math.floor((now + horizonMs - tat) / interval))) / whole) * whole;
   state.tat = tat + granted * interval;
   return { granted, startAt: tat, intervalMs: interval };
 }
@@ -48,7 +49,7 @@ function reserveFrom(state: PaceState, now: number, want: number, rate: number, 
 const RESERVE_LUA = `
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local want, rate, horizon, recovery = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
+local want, rate, horizon, recovery, unit = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
 local s = redis.call('HMGET', KEYS[1], 'tat', 'factor', 'pen')
 local tat = tonumber(s[1]) or 0
 local factor = tonumber(s[2]) or 1
@@ -61,6 +62,9 @@ if tat < now then tat = now end
 local granted = math.floor((now + horizon - tat) / interval)
 if granted > want then granted = want end
 if granted < 0 then granted = 0 end
+-- Whole units only (a unit is never more than asked for or than the horizon holds): the rest waits for the next call.
+local whole = math.max(1, math.min(unit, want, math.floor(horizon / interval)))
+granted = math.floor(granted / whole) * whole
 redis.call('HSET', KEYS[1], 'tat', tostring(tat + granted * interval))
 redis.call('PEXPIRE', KEYS[1], 3600000)
 return { granted, tostring(tat), tostring(interval), tostring(now) }
@@ -84,7 +88,7 @@ return tostring(factor)
 `;
 
 type RedisWithPace = Redis & {
-  paceReserve(key: string, want: number, rate: number, horizon: number, recovery: number): Promise<[number, string, string, string]>;
+  paceReserve(key: string, want: number, rate: number, horizon: number, recovery: number, unit: number): Promise<[number, string, string, string]>;
   pacePenalise(key: string, recovery: number, minFactor: number): Promise<string>;
 };
 
@@ -116,20 +120,21 @@ export class SendPacer {
   }
 
   /**
-   * Up to `want` send slots for this number at `rate` per second. Without Redis (or while it does
-   * not answer) pacing holds per process.
+   * Up to `want` send slots for this number at `rate` per second, a whole multiple of `unit` (a
+   * unit larger than `want` or than the horizon holds shrinks to fit, so a low rate still gets slots). Without
+   * Redis (or while it does not answer) pacing holds per process.
    */
-  async reserve(phoneNumberId: string, want: number, rate: number): Promise<Reservation> {
+  async reserve(phoneNumberId: string, want: number, rate: number, unit = 1): Promise<Reservation> {
     if (this.redis) {
       try {
-        const reply = await withDeadline(this.redis.paceReserve(`pace:${phoneNumberId}`, want, rate, this.horizonMs, this.recoveryMs), this.deadlineMs);
+        const reply = await withDeadline(this.redis.paceReserve(`pace:${phoneNumberId}`, want, rate, this.horizonMs, this.recoveryMs, unit), this.deadlineMs);
         if (reply !== TIMED_OUT) {
           const [granted, tat, interval, redisNow] = reply;
           return { granted: Number(granted), startAt: Number(tat) + this.clockOffset(Number(redisNow)), intervalMs: Number(interval) };
         }
       } catch { /* Redis unavailable: pace in process */ }
     }
-    return reserveFrom(this.local(phoneNumberId), Date.now(), want, rate, this.horizonMs, this.recoveryMs);
+    return reserveFrom(this.local(phoneNumberId), Date.now(), want, unit, rate, this.horizonMs, this.recoveryMs);
   }
 
   /**
