@@ -99,6 +99,21 @@ describe('campaigns: counter moves', () => {
     expect((await call(t.app, tenant, 'GET', `/campaigns/${id}`)).json().stats).toEqual(expected);
   });
 
+  it('several statuses of one recipient in one batch move it to the furthest, whatever their order, counted once', async () => {
+    const { tenant, id } = await startCampaign(3);
+    const [a, b, c] = await recipientIds(id);
+    const status = (rid: string, s: string) => ({ id: rid, status: s, wamid: `wamid.${rid}`, code: 131026, title: 'Message undeliverable' });
+    await t.deps.db.transaction().execute((tx) => campaignQueue.applyStatuses(tx, [
+      status(a, 'sent'), status(a, 'delivered'), status(a, 'read'), status(b, 'read'), status(b, 'delivered'), status(c, 'delivered'), status(c, 'failed'), status(c, 'sent'),
+    ]));
+    const rows = await t.deps.db.selectFrom('campaign_recipients').select(['id', 'status', 'error_code']).where('campaign_id', '=', id).execute();
+    const byId = new Map(rows.map((r) => [r.id, r]));
+    expect([byId.get(a)?.status, byId.get(b)?.status, byId.get(c)?.status]).toEqual(['read', 'read', 'failed']);
+    expect(byId.get(c)?.error_code).toBe(131026);
+    expect(await truth(id)).toEqual({ total: 3, sent: 2, delivered: 2, read: 2, failed: 1, pending: 0 });
+    expect((await call(t.app, tenant, 'GET', `/campaigns/${id}`)).json().stats).toEqual(await truth(id));
+  });
+
   itOnPostgresServer('concurrent transactions need a server')('a recount racing the folds and the status moves ends with counters equal to the recipient rows', async () => {
     const { tenant, id } = await startCampaign(60);
     const ids = await recipientIds(id);

@@ -48,7 +48,8 @@ export interface ClaimedRecipient {
 }
 
 /** Recipient status order; failed is final. pending and sending share rank 0. */
-const RANK_SQL = (column: string) => sql.raw(`(CASE ${column} WHEN 'sent' THEN 1 WHEN 'delivered' THEN 2 WHEN 'read' THEN 3 WHEN 'failed' THEN 4 ELSE 0 END)`);
+const STATUS_RANK: Record<string, number> = { pending: 0, sending: 0, sent: 1, delivered: 2, read: 3, failed: 4 };
+const RANK_SQL = (column: string) => sql.raw(`(CASE ${column} ${Object.entries(STATUS_RANK).filter(([, rank]) => rank > 0).map(([status, rank]) => `WHEN '${status}' THEN ${rank}`).join(' ')} ELSE 0 END)`);
 
 /** The smallest UUID: a claim from the start of a campaign's recipients. */
 export const FIRST_ID = '00000000-0000-0000-0000-000000000000';
@@ -261,11 +262,22 @@ export const campaignQueue = {
    * final), inside the callback's own transaction, with their counter moves.
    */
   async applyStatuses(tx: Tx, updates: { id: string; status: string; wamid: string; code: number | null; title: string | null }[]): Promise<void> {
-    if (updates.length === 0) return;
-    const values = sql.join(updates.map((u) => sql`(${u.id}::uuid, ${u.status}::text, ${u.wamid}::text, ${u.code}::int, ${u.title}::text)`));
+    // Several statuses of one message in one batch: the furthest moves its recipient (an UPDATE
+    // joined to two rows of one recipient would take either).
+    const furthest = new Map<string, (typeof updates)[number]>();
+    for (const u of updates) {
+      const seen = furthest.get(u.id);
+      if (!seen || STATUS_RANK[u.status] > STATUS_RANK[seen.status]) furthest.set(u.id, u);
+    }
+    if (furthest.size === 0) return;
+    const values = sql.join([...furthest.values()].map((u) => sql`(${u.id}::uuid, ${u.status}::text, ${u.wamid}::text, ${u.code}::int, ${u.title}::text)`));
+    // Only recipients that move are locked: most `sent` callbacks find theirs sent already.
     const { rows } = await sql<{ campaign_id: string; old: string; status: string }>`
       WITH v(id, status, wamid, code, title) AS (VALUES ${values}),
-      old AS (SELECT r.id, r.status FROM campaign_recipients r WHERE r.id IN (SELECT id FROM v) ORDER BY r.id FOR UPDATE OF r)
+      old AS (
+        SELECT r.id, r.status FROM campaign_recipients r JOIN v ON v.id = r.id
+        WHERE ${RANK_SQL('r.status')} < ${RANK_SQL('v.status')} AND r.status <> 'failed'
+        ORDER BY r.id FOR UPDATE OF r)
       UPDATE campaign_recipients r SET status = v.status, message_id = coalesce(r.message_id, v.wamid), lease_until = NULL, updated_at = now(),
         error_code = CASE WHEN v.status = 'failed' THEN v.code ELSE r.error_code END,
         error_title = CASE WHEN v.status = 'failed' THEN v.title ELSE r.error_title END
