@@ -1,13 +1,30 @@
 import { createServer } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 
-// A resolver that never answers for one name: the attempt's deadline must cover the DNS check too.
+// A resolver with names of its own (`.example` hosts; others go to the real one): one that never
+// answers (the attempt's deadline must cover the DNS check too), resolver failures, names with
+// public and private answers, and one that rebinds from a public to a private address.
+const dns = vi.hoisted(() => ({ rebindsLookups: 0 }));
 vi.mock('node:dns/promises', async (original) => {
   const real = await original<typeof import('node:dns/promises')>();
-  const lookup = (host: string, options: object) => (host === 'dns-hangs.example' ? new Promise(() => {}) : real.lookup(host, options as never));
+  const failure = (code: string, host: string) => Promise.reject(Object.assign(new Error(`getaddrinfo ${code} ${host}`), { code }));
+  const answers: Record<string, () => Promise<{ address: string; family: number }[]>> = {
+    'dns-hangs.example': () => new Promise(() => {}),
+    'nx.example': () => failure('ENOTFOUND', 'nx.example'),
+    'eai-again.example': () => failure('EAI_AGAIN', 'eai-again.example'),
+    'nodata.example': () => failure('ENODATA', 'nodata.example'),
+    'dual.example': async () => [{ address: '93.184.216.34', family: 4 }, { address: '2606:2800:220:1::1', family: 6 }, { address: '93.184.216.35', family: 4 }],
+    'v4only.example': async () => [{ address: '93.184.216.34', family: 4 }],
+    'private.example': async () => [{ address: '93.184.216.34', family: 4 }, { address: '10.0.0.5', family: 4 }],
+    'empty.example': async () => [],
+    'rebinds.example': async () => [{ address: ++dns.rebindsLookups === 1 ? '93.184.216.34' : '10.0.0.5', family: 4 }],
+  };
+  const lookup = (host: string, options: object) => answers[host]?.() ?? real.lookup(host, options as never);
   return { ...real, lookup, default: { ...real, lookup } };
 });
-import { WebhookSender } from '../src/modules/webhooks/webhooks.sender.ts';
+import type { LookupAddress } from 'node:dns';
+import { guardedLookup, WebhookSender } from '../src/modules/webhooks/webhooks.sender.ts';
+import { DestinationRefusedError } from '../src/modules/webhooks/webhooks.ssrf.ts';
 import { startReceiver, type Receiver } from './helpers/https-receiver.ts';
 
 const ENDPOINT_ID = '00000000-0000-4000-8000-000000000000';
@@ -39,6 +56,52 @@ describe('webhook sender (one attempt against a real HTTPS receiver)', () => {
     } finally {
       await guarded.close();
     }
+  });
+
+  it('classifies resolver failures of the destination check as dns, with the resolver\'s message', async () => {
+    const guarded = new WebhookSender({ timeoutMs: 1_000, allowPrivateNetworks: false });
+    try {
+      for (const [host, code] of [['nx.example', 'ENOTFOUND'], ['eai-again.example', 'EAI_AGAIN'], ['nodata.example', 'ENODATA']]) {
+        const outcome = await guarded.attempt({ url: `https://${host}/in`, endpointId: ENDPOINT_ID, eventType: 'contact.created', payload: '{}', secret: 'whsec_test' });
+        expect(outcome, host).toMatchObject({ ok: false, statusCode: null, responseBody: null, errorClass: 'dns', errorMessage: `getaddrinfo ${code} ${host}` });
+      }
+      const empty = await guarded.attempt({ url: 'https://empty.example/in', endpointId: ENDPOINT_ID, eventType: 'contact.created', payload: '{}', secret: 'whsec_test' });
+      expect(empty).toMatchObject({ ok: false, statusCode: null, errorClass: 'connection', errorMessage: 'empty.example did not resolve to any address' });
+      const refused = await guarded.attempt({ url: 'https://private.example/in', endpointId: ENDPOINT_ID, eventType: 'contact.created', payload: '{}', secret: 'whsec_test' });
+      expect(refused).toMatchObject({ ok: false, statusCode: null, errorClass: 'destination_refused', errorMessage: 'destination private.example resolves to a non-public address (10.0.0.5)' });
+    } finally {
+      await guarded.close();
+    }
+  });
+
+  it('connects only to the address it checked: a name that rebinds to a private address after the check is refused at connect', async () => {
+    const guarded = new WebhookSender({ timeoutMs: 1_000, allowPrivateNetworks: false });
+    try {
+      dns.rebindsLookups = 0;
+      const outcome = await guarded.attempt({ url: 'https://rebinds.example/in', endpointId: ENDPOINT_ID, eventType: 'contact.created', payload: '{}', secret: 'whsec_test' });
+      expect(dns.rebindsLookups).toBe(2); // the attempt's check, then the connection's own lookup
+      expect(outcome).toMatchObject({ ok: false, statusCode: null, errorClass: 'destination_refused', errorMessage: 'destination rebinds.example resolves to a non-public address (10.0.0.5)' });
+    } finally {
+      await guarded.close();
+    }
+  });
+
+  it('the connection lookup answers with the checked addresses of the family asked for', async () => {
+    const lookup = (host: string, options: { family?: number; all?: boolean }) =>
+      new Promise<{ err: NodeJS.ErrnoException | null; address: string | LookupAddress[]; family?: number }>((resolve) => {
+        guardedLookup(host, options, (err, address, family) => resolve({ err, address, family }));
+        setTimeout(() => resolve({ err: new Error('the callback was never called'), address: '' }), 2_000);
+      });
+    expect(await lookup('dual.example', {})).toEqual({ err: null, address: '93.184.216.34', family: 4 });
+    expect(await lookup('dual.example', { family: 6 })).toEqual({ err: null, address: '2606:2800:220:1::1', family: 6 });
+    expect(await lookup('dual.example', { family: 4, all: true })).toEqual({ err: null, address: [{ address: '93.184.216.34', family: 4 }, { address: '93.184.216.35', family: 4 }], family: undefined });
+    expect(await lookup('dual.example', { family: 0, all: true })).toMatchObject({ err: null, address: [{ family: 4 }, { family: 6 }, { family: 4 }] });
+    const none = await lookup('v4only.example', { family: 6 });
+    expect(none).toMatchObject({ address: '', family: 0 });
+    expect(none.err).toMatchObject({ code: 'ENOTFOUND', message: 'no IPv6 address for v4only.example' });
+    const refused = await lookup('private.example', { family: 4 });
+    expect(refused.err).toBeInstanceOf(DestinationRefusedError);
+    expect(refused).toMatchObject({ address: '', family: 0 });
   });
 
   it('keeps the first 500 characters of the response body', async () => {
@@ -92,7 +155,76 @@ describe('webhook sender (one attempt against a real HTTPS receiver)', () => {
   });
 
   it('refuses a URL that is not https without sending anything', async () => {
-    expect(await attempt(`http://127.0.0.1:${receiver.port}/plain`)).toMatchObject({ ok: false, errorClass: 'invalid_url' });
+    expect(await attempt(`http://127.0.0.1:${receiver.port}/plain`)).toMatchObject({ ok: false, statusCode: null, errorClass: 'invalid_url', errorMessage: 'webhook URL must use https' });
+    expect(receiver.at('/plain')).toHaveLength(0);
+  });
+
+  it('a 3xx (here 300) is a failed attempt like any status outside 2xx', async () => {
+    const path = `/multiple-choices-${++n}`;
+    receiver.behave(path, 300);
+    expect(await attempt(receiver.url(path))).toMatchObject({ ok: false, statusCode: 300, errorClass: 'http_status', errorMessage: 'Endpoint answered HTTP 300' });
+  });
+
+  it('reads a body that arrives in parts to its end', async () => {
+    const path = `/two-parts-${++n}`;
+    receiver.behave(path, 'two-parts');
+    expect(await attempt(receiver.url(path))).toMatchObject({ ok: true, statusCode: 200, responseBody: 'first part, second part' });
+  });
+
+  it('tells onAttempt of every attempt: success or the failure class, and the seconds it took', async () => {
+    const told: [string, number][] = [];
+    const counted = new WebhookSender({ timeoutMs: 1_500, extraCaFile: receiver.caFile, allowPrivateNetworks: true, onAttempt: (result, seconds) => told.push([result, seconds]) });
+    try {
+      const ok = `/counted-${++n}`;
+      const failing = `/counted-fails-${++n}`;
+      receiver.behave(failing, 503);
+      const outcomes = [
+        await counted.attempt({ url: receiver.url(ok), endpointId: ENDPOINT_ID, eventType: 'contact.created', payload: '{}', secret: 'whsec_test' }),
+        await counted.attempt({ url: receiver.url(failing), endpointId: ENDPOINT_ID, eventType: 'contact.created', payload: '{}', secret: 'whsec_test' }),
+      ];
+      expect(told.map(([result]) => result)).toEqual(['success', 'http_status']);
+      for (const [i, [, seconds]] of told.entries()) expect(seconds).toBe(outcomes[i].responseTimeMs / 1000);
+      expect(told[0][1]).toBeLessThan(1.5);
+    } finally {
+      await counted.close();
+    }
+  });
+
+  it('keeps its connection alive between attempts, and holds to maxConnectionsPerOrigin', async () => {
+    const one = new WebhookSender({ timeoutMs: 1_500, extraCaFile: receiver.caFile, allowPrivateNetworks: true, maxConnectionsPerOrigin: 1 });
+    const send = (path: string) => one.attempt({ url: receiver.url(path), endpointId: ENDPOINT_ID, eventType: 'contact.created', payload: '{}', secret: 'whsec_test' });
+    try {
+      const first = `/alive-${++n}`;
+      const second = `/alive-${++n}`;
+      expect(await send(first)).toMatchObject({ ok: true });
+      expect(await send(second)).toMatchObject({ ok: true });
+      expect(receiver.at(second)[0].remotePort).toBe(receiver.at(first)[0].remotePort);
+      // Two at once: the second waits for the one connection instead of opening another.
+      const together = [`/together-${++n}`, `/together-${++n}`];
+      expect(await Promise.all(together.map(send))).toMatchObject([{ ok: true }, { ok: true }]);
+      expect(together.map((path) => receiver.at(path)[0].remotePort)).toEqual([receiver.at(first)[0].remotePort, receiver.at(first)[0].remotePort]);
+    } finally {
+      await one.close();
+    }
+  });
+
+  it('an attempt whose deadline passed while it waited for a connection is never sent', async () => {
+    const one = new WebhookSender({ timeoutMs: 300, extraCaFile: receiver.caFile, allowPrivateNetworks: true, maxConnectionsPerOrigin: 1 });
+    const send = (path: string) => one.attempt({ url: receiver.url(path), endpointId: ENDPOINT_ID, eventType: 'contact.created', payload: '{}', secret: 'whsec_test' });
+    try {
+      // The connection up first, so that both attempts below start, and their deadlines pass, together.
+      expect(await send(`/warm-up-${++n}`)).toMatchObject({ ok: true });
+      const hung = `/holds-the-connection-${++n}`;
+      receiver.behave(hung, 'hang');
+      const queued = `/queued-${++n}`;
+      const outcomes = await Promise.all([send(hung), send(queued)]);
+      expect(outcomes).toMatchObject([{ ok: false, errorClass: 'timeout' }, { ok: false, errorClass: 'timeout' }]);
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      expect(receiver.at(hung)).toHaveLength(1);
+      expect(receiver.at(queued)).toHaveLength(0);
+    } finally {
+      await one.close();
+    }
   });
 
   // The TLS context (every root certificate and the extra CA) is made at the first attempt, not at start.

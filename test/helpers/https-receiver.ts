@@ -10,13 +10,15 @@ export interface ReceivedRequest {
   headers: IncomingHttpHeaders;
   body: string;
   at: number;
+  /** The client's port: requests with the same one came over the same connection. */
+  remotePort: number | undefined;
 }
 
 /**
- * What the receiver does for a path: answer with a status, hang until the client gives up, or
- * answer 200 with a body that never ends.
+ * What the receiver does for a path: answer with a status, hang until the client gives up, answer
+ * 200 with a body that never ends, or with a short body written in two parts 20 ms apart.
  */
-export type Behaviour = number | 'hang' | 'flood' | 'nul';
+export type Behaviour = number | 'hang' | 'flood' | 'nul' | 'two-parts';
 
 /** A self-signed certificate for 127.0.0.1 and localhost, generated with the openssl CLI into `dir` (the caller removes it). */
 export function makeCertificate(): { dir: string; certFile: string; keyFile: string; cert: string; key: string } {
@@ -48,7 +50,7 @@ export async function startReceiver() {
     req.on('data', (c: Buffer) => chunks.push(c));
     req.on('end', () => {
       const path = (req.url ?? '/').split('?')[0];
-      received.push({ path, headers: req.headers, body: Buffer.concat(chunks).toString('utf8'), at: Date.now() });
+      received.push({ path, headers: req.headers, body: Buffer.concat(chunks).toString('utf8'), at: Date.now(), remotePort: req.socket.remotePort });
       const behaviour = behaviours.get(path) ?? 200;
       if (behaviour === 'hang') {
         hanging.add(res);
@@ -61,6 +63,12 @@ export async function startReceiver() {
       if (behaviour === 'nul') {
         res.writeHead(200, { 'content-type': 'text/plain' });
         res.end('ok\u0000done');
+        return;
+      }
+      if (behaviour === 'two-parts') {
+        res.writeHead(200, { 'content-type': 'text/plain' });
+        res.write('first part, ');
+        setTimeout(() => res.end('second part'), 20);
         return;
       }
       if (behaviour === 'flood') {
