@@ -23,8 +23,11 @@ vi.mock('node:dns/promises', async (original) => {
   return { ...real, lookup, default: { ...real, lookup } };
 });
 import type { LookupAddress } from 'node:dns';
-import { guardedLookup, WebhookSender } from '../src/modules/webhooks/webhooks.sender.ts';
+import { readFileSync } from 'node:fs';
+import { Agent } from 'undici';
+import { guardedLookup, post, WebhookSender } from '../src/modules/webhooks/webhooks.sender.ts';
 import { DestinationRefusedError } from '../src/modules/webhooks/webhooks.ssrf.ts';
+import { eventually } from './helpers/app.ts';
 import { startReceiver, type Receiver } from './helpers/https-receiver.ts';
 
 const ENDPOINT_ID = '00000000-0000-4000-8000-000000000000';
@@ -208,26 +211,25 @@ describe('webhook sender (one attempt against a real HTTPS receiver)', () => {
     }
   });
 
-  it('an attempt whose deadline passed while it waited for a connection is never sent', async () => {
-    const one = new WebhookSender({ timeoutMs: 300, extraCaFile: receiver.caFile, allowPrivateNetworks: true, maxConnectionsPerOrigin: 1 });
-    const send = (path: string) => one.attempt({ url: receiver.url(path), endpointId: ENDPOINT_ID, eventType: 'contact.created', payload: '{}', secret: 'whsec_test' });
+  it('a request whose deadline passed while it waited for a connection is never sent', async () => {
+    // One connection, held by a request with a longer deadline than the one queued behind it.
+    const agent = new Agent({ connect: { ca: readFileSync(receiver.caFile, 'utf8') }, connections: 1 });
     try {
-      // The connection up first, so that both attempts below start, and their deadlines pass, together.
-      expect(await send(`/warm-up-${++n}`)).toMatchObject({ ok: true });
       const hung = `/holds-the-connection-${++n}`;
       receiver.behave(hung, 'hang');
       const queued = `/queued-${++n}`;
-      const outcomes = await Promise.all([send(hung), send(queued)]);
-      expect(outcomes).toMatchObject([{ ok: false, errorClass: 'timeout' }, { ok: false, errorClass: 'timeout' }]);
+      const holding = post(agent, new URL(receiver.url(hung)), {}, '{}', 800);
+      await eventually(async () => receiver.at(hung).length === 1, 5_000, 5);
+      await expect(post(agent, new URL(receiver.url(queued)), {}, '{}', 100)).rejects.toMatchObject({ name: 'TimeoutError' });
+      await expect(holding).rejects.toMatchObject({ name: 'TimeoutError' });
+      // The connection is free now: a late start of the queued request would reach the receiver at once.
       await new Promise((resolve) => setTimeout(resolve, 300));
-      expect(receiver.at(hung)).toHaveLength(1);
       expect(receiver.at(queued)).toHaveLength(0);
     } finally {
-      await one.close();
+      await agent.close();
     }
   });
 
-  // The TLS context (every root certificate and the extra CA) is made at the first attempt, not at start.
   it('reads the extra CA when made: a missing file fails the start, not a delivery', () => {
     expect(() => new WebhookSender({ timeoutMs: 1_000, extraCaFile: '/nonexistent/ca.pem', allowPrivateNetworks: true })).toThrow(/ENOENT/);
   });
