@@ -569,6 +569,41 @@ describe('webhook delivery (real HTTPS receiver, real worker loop, own database)
     }
   });
 
+  it('stats count the claims and the records: every row claimed and recorded, round trips and their time', async () => {
+    await stopDeliverer();
+    const tenant = await createTenant(t.app);
+    const path = freshPath('stats');
+    const { data: endpoint } = await endpointFor(tenant, path);
+    for (let i = 0; i < 5; i++) await createContact(tenant);
+    const testStarted = performance.now();
+    // Two slots for the endpoint and a claim-ahead of two: the first claim takes four of its five rows
+    // and the endpoint is at its limit (a wait for its slots, not the idle poll).
+    const own = ownDeliverer({ timeoutMs: 1_000, endpointConcurrency: 2 });
+    try {
+      await eventually(async () => (await deliveriesOf(endpoint.id)).every((d) => d.status === 'success'), 10_000);
+    } finally {
+      await own.stop();
+    }
+    const { stats } = own.deliverer;
+    const elapsed = performance.now() - testStarted;
+    // Other tests' rows of this database may be claimed too: at least this test's five.
+    expect(stats.claimed).toBeGreaterThanOrEqual(5);
+    expect(stats.flushed).toBeGreaterThanOrEqual(5);
+    expect(stats.claims).toBeGreaterThanOrEqual(2);
+    expect(stats.largestClaim).toBeGreaterThanOrEqual(4);
+    expect(stats.largestClaim).toBeLessThanOrEqual(stats.claimed);
+    expect(stats.flushes).toBeGreaterThanOrEqual(1);
+    expect(stats.flushes).toBeLessThanOrEqual(stats.flushed);
+    expect(stats.capWaits).toBeGreaterThanOrEqual(1);
+    expect(stats.expiredWaiting).toBe(0);
+    // One claim and one record at a time: their times add up to at most the time the deliverer ran.
+    for (const ms of [stats.claimMs, stats.flushMs]) {
+      expect(ms).toBeGreaterThan(0);
+      expect(ms).toBeLessThanOrEqual(elapsed);
+    }
+    expect(receiver.at(path)).toHaveLength(5);
+  });
+
   it('rows held back by hung endpoints do not stop claims for other endpoints', async () => {
     await stopDeliverer();
     // Each hung endpoint: 2 attempts in flight (its cap) and 2 claimed rows waiting behind them;
