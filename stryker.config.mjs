@@ -53,7 +53,7 @@ export const SETS = {
   },
   'campaigns-dispatch': {
     group: 'campaigns', mutate: ['src/modules/campaigns/campaigns.queue.ts', 'src/workers/campaign-dispatcher.ts'],
-    tests: ['test/campaigns.dispatch.test.ts', 'test/campaigns.kill.test.ts', 'test/campaigns.lifecycle.test.ts'],
+    tests: ['test/campaigns.dispatch-outcomes.test.ts', 'test/campaigns.dispatch.test.ts', 'test/campaigns.kill.test.ts', 'test/campaigns.lifecycle.test.ts'],
   },
 };
 

@@ -1,0 +1,138 @@
+import pino from 'pino';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { SendTemplateResult, UpstreamClient, UpstreamError, UpstreamOutcome } from '../src/upstream/types.ts';
+import { CampaignDispatcher, startDueCampaigns } from '../src/workers/campaign-dispatcher.ts';
+import { call } from './helpers/app.ts';
+import { CAMPAIGN_ENV, createContacts, someContacts, uniqueTag } from './helpers/campaigns.ts';
+import { createApprovedTemplate, createConnectedTenant, startUpstreamApp, type UpstreamTestApp } from './helpers/upstream.ts';
+
+type Answer = UpstreamOutcome<SendTemplateResult>;
+const upstreamError = (code: number, title: string, errorClass: UpstreamError['errorClass']): UpstreamError =>
+  ({ httpStatus: 400, code, subcode: null, title, details: null, fbtraceId: null, errorClass });
+const retryable = (error: UpstreamError | null): Answer => ({ kind: 'retryable', error, retryAfterMs: 0, reason: 'reason given by the client' });
+const rejected = (code: number, title: string): Answer => ({ kind: 'rejected', error: upstreamError(code, title, 'fatal') });
+
+const RECONCILE_MS = 45_000;
+
+/**
+ * One dispatcher turn against a scripted upstream (answers by recipient phone; everything else is
+ * accepted), on the real database: what each kind of answer does to its recipient, campaign and template.
+ */
+describe('campaign dispatcher: each upstream answer, recorded', () => {
+  let t: UpstreamTestApp;
+  beforeAll(async () => { t = await startUpstreamApp({ ...CAMPAIGN_ENV, RATE_LIMIT_PER_MINUTE: '100000' }); });
+  afterAll(async () => { await t?.close(); });
+
+  async function runningCampaign(count: number) {
+    const tenant = await createConnectedTenant(t.app);
+    const template = await createApprovedTemplate(t.app, tenant);
+    const tag = uniqueTag();
+    const contacts = await createContacts(t, tenant, someContacts(count, { tags: [tag] }));
+    const created = await call(t.app, tenant, 'POST', '/campaigns', {
+      name: 'Scripted', template_id: template.id, audience: { groups: [tag] }, batch_size: count,
+      variable_mapping: { components: [{ type: 'body', parameters: [{ kind: 'contact_field', field: 'first_name' }, { kind: 'static', value: 'X-1' }] }] },
+    });
+    expect(created.statusCode, created.body).toBe(201);
+    const id = created.json().id as string;
+    expect((await call(t.app, tenant, 'POST', `/campaigns/${id}/send`)).statusCode).toBe(200);
+    const account = await t.deps.db.selectFrom('business_accounts').select('phone_number_id').where('tenant_id', '=', tenant.id).executeTakeFirstOrThrow();
+    return { tenant, template, contacts, id, phoneNumberId: account.phone_number_id! };
+  }
+
+  /** One turn of a dispatcher whose upstream answers `answers[phone]` (accepted otherwise); waits for its batches. */
+  async function dispatchOnce(tenantId: string, answers: Map<string, Answer>) {
+    const upstream = {
+      sendTemplate: async (_account: unknown, request: { to: string; callbackData: string }) =>
+        answers.get(request.to) ?? { kind: 'accepted', value: { messageId: `wamid.${request.callbackData}`, waId: null, messageStatus: null } },
+    } as unknown as UpstreamClient;
+    const c = t.deps.config;
+    const dispatcher = new CampaignDispatcher(t.deps.db, upstream, t.deps.media, t.deps.pacer, {
+      secretsKey: c.secretsKey, leaseMs: c.campaignLeaseMs, reconcileMs: RECONCILE_MS, maxBatches: 4, maxAttempts: 1, onlyTenants: [tenantId],
+    }, pino({ level: 'silent' }));
+    await dispatcher.dispatchOnce();
+    await dispatcher.drain();
+  }
+  const recipientOf = (campaignId: string, phone: string) =>
+    t.deps.db.selectFrom('campaign_recipients').selectAll().where('campaign_id', '=', campaignId).where('phone', '=', phone).executeTakeFirstOrThrow();
+  const near = (at: Date | null, expectedMs: number, slackMs: number) => {
+    expect(at).not.toBeNull();
+    expect(Math.abs(at!.getTime() - expectedMs)).toBeLessThan(slackMs);
+  };
+
+  it('accepted is sent; no answer or a lost connection waits for callbacks; a retryable error fails after maxAttempts, throttles never do', async () => {
+    expect(RECONCILE_MS).not.toBe(t.deps.config.campaignLeaseMs);
+    const { tenant, contacts, id, phoneNumberId } = await runningCampaign(6);
+    const [accepted, timedOut, lost, exhausted, pairLimited, rateLimited] = contacts.map((c) => c.phone);
+    const started = Date.now();
+    await dispatchOnce(tenant.id, new Map<string, Answer>([
+      [timedOut, { kind: 'timeout' }],
+      [lost, retryable(null)],
+      [exhausted, retryable(upstreamError(131000, 'Title from the answer', 'retryable'))],
+      [pairLimited, retryable(upstreamError(131056, 'Pair rate limit hit', 'retryable'))],
+      [rateLimited, retryable(upstreamError(130429, 'Rate limit hit', 'retryable'))],
+    ]));
+    const finished = Date.now();
+    const slack = finished - started + 1_000;
+
+    expect(await recipientOf(id, accepted)).toMatchObject({ status: 'sent', attempts: 1, lease_until: null });
+    // Outcome unknown: still sending, its lease now the reconciliation window (not the claim's lease).
+    for (const phone of [timedOut, lost]) {
+      const row = await recipientOf(id, phone);
+      expect(row.status, phone).toBe('sending');
+      near(row.lease_until, started + RECONCILE_MS, slack);
+    }
+    // maxAttempts 1: the first retryable error is the last; its title is the answer's.
+    expect(await recipientOf(id, exhausted)).toMatchObject({ status: 'failed', error_code: 131000, error_title: 'Title from the answer' });
+    // Throttles go back to pending at their retry delay (131056: 6 s, 130429: 1 s), whatever maxAttempts says.
+    const pair = await recipientOf(id, pairLimited);
+    expect(pair).toMatchObject({ status: 'pending', error_code: null });
+    near(pair.not_before, started + 6_000, slack);
+    const rate = await recipientOf(id, rateLimited);
+    expect(rate).toMatchObject({ status: 'pending', error_code: null });
+    near(rate.not_before, started + 1_000, slack);
+    // 130429 slows the number down: its next slots come at a longer interval than 80/s.
+    const next = await t.deps.pacer.reserve(phoneNumberId, 1, 80);
+    expect(next.intervalMs).toBeGreaterThan(1000 / 80);
+  });
+
+  it('a pair rate limit alone does not slow the number down', async () => {
+    const { tenant, contacts, id, phoneNumberId } = await runningCampaign(1);
+    await dispatchOnce(tenant.id, new Map([[contacts[0].phone, retryable(upstreamError(131056, 'Pair rate limit hit', 'retryable'))]]));
+    expect(await recipientOf(id, contacts[0].phone)).toMatchObject({ status: 'pending' });
+    expect((await t.deps.pacer.reserve(phoneNumberId, 1, 80)).intervalMs).toBe(1000 / 80);
+  });
+
+  it('a fatal answer fails the campaign with its code and title; 132015 and 132016 also mark the template paused or disabled', async () => {
+    for (const [code, title, templateStatus] of [[132015, 'Template is paused', 'paused'], [132016, 'Template is disabled', 'disabled'], [190, 'Access token has expired', 'approved']] as const) {
+      const { tenant, template, contacts, id } = await runningCampaign(1);
+      await dispatchOnce(tenant.id, new Map([[contacts[0].phone, rejected(code, title)]]));
+      const campaign = await t.deps.db.selectFrom('campaigns').select(['status', 'failure_reason']).where('id', '=', id).executeTakeFirstOrThrow();
+      expect(campaign, String(code)).toEqual({ status: 'FAILED', failure_reason: `Upstream error ${code}: ${title}` });
+      const row = await t.deps.db.selectFrom('templates').select('status').where('id', '=', template.id).executeTakeFirstOrThrow();
+      expect(row.status, String(code)).toBe(templateStatus);
+    }
+  });
+
+  it('the scheduler starts a due campaign once and says how many it started', async () => {
+    const tenant = await createConnectedTenant(t.app);
+    const template = await createApprovedTemplate(t.app, tenant);
+    const tag = uniqueTag();
+    await createContacts(t, tenant, someContacts(2, { tags: [tag] }));
+    const ids: string[] = [];
+    for (let i = 0; i < 2; i++) {
+      const created = await call(t.app, tenant, 'POST', '/campaigns', {
+        name: `Due ${i}`, template_id: template.id, audience: { groups: [tag] },
+        variable_mapping: { components: [{ type: 'body', parameters: [{ kind: 'contact_field', field: 'first_name' }, { kind: 'static', value: 'X-1' }] }] },
+      });
+      const id = created.json().id as string;
+      const scheduled = await call(t.app, tenant, 'POST', `/campaigns/${id}/schedule`, { scheduled_at: new Date(Date.now() + 60_000).toISOString() });
+      expect(scheduled.statusCode, scheduled.body).toBe(200);
+      ids.push(id);
+    }
+    await t.deps.db.updateTable('campaigns').set({ scheduled_at: new Date(Date.now() - 1_000) }).where('id', 'in', ids).execute();
+    expect(await startDueCampaigns(t.deps.db, [tenant.id])).toBe(2);
+    expect(await startDueCampaigns(t.deps.db, [tenant.id])).toBe(0);
+    const rows = await t.deps.db.selectFrom('campaigns').select('status').where('id', 'in', ids).execute();
+    expect(rows.map((r) => r.status)).toEqual(['RUNNING', 'RUNNING']);
+  });
+});
