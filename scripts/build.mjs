@@ -5,7 +5,7 @@
 // Beside the code it leaves dist/pglite-template, the embedded database initialised and migrated,
 // which a first start copies instead of running initdb (most of a first start's time).
 import { spawnSync } from 'node:child_process';
-import { existsSync, readdirSync, readFileSync, renameSync, rmSync, statSync, utimesSync, writeFileSync } from 'node:fs';
+import { cpSync, existsSync, readdirSync, readFileSync, renameSync, rmSync, statSync, utimesSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, join, relative } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
@@ -19,7 +19,7 @@ function newestInput() {
     for (const entry of readdirSync(dir, { withFileTypes: true })) {
       const path = join(dir, entry.name);
       if (entry.isDirectory()) visit(path);
-      else if (/\.(ts|sql)$/.test(entry.name)) newest = Math.max(newest, statSync(path).mtimeMs);
+      else if (/\.(ts|mjs|sql)$/.test(entry.name)) newest = Math.max(newest, statSync(path).mtimeMs);
     }
   };
   visit(join(root, 'src'));
@@ -67,6 +67,8 @@ if (result.status !== 0) {
   console.error('build failed (see the TypeScript errors above); dist/ is left as it was');
   process.exit(result.status ?? 1);
 }
+// tsc leaves plain JavaScript alone: the embedded database's thread (src/db/pglite-worker.mjs) is copied as it is.
+cpSync(join(root, 'src', 'db', 'pglite-worker.mjs'), join(out, 'db', 'pglite-worker.mjs'));
 // `npm start` runs one bundled file instead of some 2,000 modules: resolving, reading and compiling them
 // one by one was over a second of every start. The compiled modules stay beside it (the package's
 // exports, `npm run migrate`, `npm run sandbox`). Kept out of the bundle: PGlite (it reads its

@@ -12,3 +12,6 @@ export const MIGRATIONS_DIR = fileURLToPath(new URL('../migrations', import.meta
  * first start copies instead of running initdb. Running from the sources (tsx) there is none.
  */
 export const PGLITE_TEMPLATE_DIR = fileURLToPath(new URL('./pglite-template', import.meta.url));
+
+/** The embedded database's thread (plain JavaScript, so the same file runs from src/ and dist/). */
+export const PGLITE_WORKER_FILE = new URL('./db/pglite-worker.mjs', import.meta.url);

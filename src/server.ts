@@ -1,4 +1,5 @@
 import { join } from 'node:path';
+import type { FastifyInstance } from 'fastify';
 import { setFlagsFromString } from 'node:v8';
 import { ConfigError, loadConfig, type Config } from './config.ts';
 import { openDatabase } from './db/database.ts';
@@ -43,9 +44,21 @@ const sandbox: Sandbox | null = config.upstreamBaseUrl || config.role === 'worke
 }).catch((err) => exitIfUnbindable(err, 'SANDBOX_PORT', config.sandboxPort, 'the built-in upstream sandbox; default PORT+1'));
 const deps = await createDeps(config, logger, { upstreamBaseUrl: sandbox?.baseUrl, database });
 const log = deps.logger;
-await migrate(deps.database, (msg) => log.info(msg));
+// The embedded database is still starting in its thread: the app is built meanwhile, and the
+// migrations (a check of the applied list, once migrated) run as soon as it is open.
+const migrated = migrate(deps.database, (msg) => log.info(msg));
+migrated.catch(() => {}); // awaited (and so reported) below
 
-const app = config.role === 'worker' ? null : await buildApp(deps);
+// Installed before the listener opens: a signal that comes as soon as /healthz answers (while the
+// rest of the start runs) still closes the database and exits 0 instead of killing the process.
+let app: FastifyInstance | null = null;
+let workers: ReturnType<typeof startWorkers> | null = null;
+let shuttingDown = false;
+process.on('SIGTERM', () => void shutdown('SIGTERM'));
+process.on('SIGINT', () => void shutdown('SIGINT'));
+
+app = config.role === 'worker' ? null : await buildApp(deps);
+await migrated;
 if (app) {
   try {
     await app.listen({ port: config.port, host: config.host });
@@ -63,15 +76,24 @@ if (sandbox) {
   log.info({ baseUrl: sandbox.baseUrl }, 'upstream sandbox running in process (UPSTREAM_BASE_URL is unset)');
 }
 // Seeded once the listener is up, so a first start that cannot bind leaves the next one to print the key.
-const seeded = config.seedDemo ? await seedDemoTenant(deps) : null;
-const workers = config.role === 'api' ? null : startWorkers(deps);
+const seeded = config.seedDemo && !shuttingDown ? await unlessStopping(seedDemoTenant(deps)) : null;
+// Not after a signal: shutdown() has stopped (or is stopping) whatever ran, and must not race new loops.
+if (!shuttingDown) workers = config.role === 'api' ? null : startWorkers(deps);
 if (workers) log.info({ role: config.role }, 'workers started');
 
 // Plain text for the person at the terminal, on stderr: stdout carries only the JSON log lines.
 const baseUrl = `http://${config.host === '0.0.0.0' || config.host === '::' ? '127.0.0.1' : config.host}:${config.port}`;
 if (seeded) console.error(demoBanner(baseUrl, config.adminToken, seeded));
-const demoTenant = config.seedDemo && !seeded && app ? await findDemoTenant(deps) : null;
+const demoTenant = config.seedDemo && !seeded && app && !shuttingDown ? await unlessStopping(findDemoTenant(deps)) : null;
 if (demoTenant) console.error(restartBanner(baseUrl, demoTenant, process.env.ADMIN_TOKEN ? { env: true } : { dataDir: config.dataDir }));
+
+/** A start-up step that a signal overtook fails as the database closes: shutdown() ends the process. */
+function unlessStopping<T>(step: Promise<T>): Promise<T | null> {
+  return step.catch((err) => {
+    if (shuttingDown) return null;
+    throw err;
+  });
+}
 
 /** A listener that cannot bind ends the process with one line naming the variable to change. */
 function exitIfUnbindable(err: unknown, variable: string, port: number, what: string): never {
@@ -83,7 +105,6 @@ function exitIfUnbindable(err: unknown, variable: string, port: number, what: st
   process.exit(1);
 }
 
-let shuttingDown = false;
 async function shutdown(signal: string) {
   if (shuttingDown) return;
   shuttingDown = true;
@@ -96,13 +117,12 @@ async function shutdown(signal: string) {
   // app.close() stops accepting and waits for in-flight requests, but a keep-alive connection whose
   // request finishes after close() began would stay open until its keep-alive timeout (and the 25 s
   // guard above would exit 1): close connections as soon as they become idle.
-  const idleSweep = app ? setInterval(() => app.server.closeIdleConnections(), 100) : null;
-  await app?.close();
+  const listening = app;
+  const idleSweep = listening ? setInterval(() => listening.server.closeIdleConnections(), 100) : null;
+  await listening?.close();
   if (idleSweep) clearInterval(idleSweep);
   await workers?.stop();
   await sandbox?.close();
   await deps.close();
   process.exit(0);
 }
-process.on('SIGTERM', () => void shutdown('SIGTERM'));
-process.on('SIGINT', () => void shutdown('SIGINT'));

@@ -1,9 +1,6 @@
-import { cpSync, existsSync, mkdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { Kysely, PostgresDialect, type Transaction } from 'kysely';
-import { PGLITE_TEMPLATE_DIR } from '../paths.ts';
-import type { PGliteOptions } from '@electric-sql/pglite';
+import { PgliteThreadDialect, startPgliteThread } from './pglite-thread.ts';
 import type { DB } from './schema.ts';
 
 export type Db = Kysely<DB>;
@@ -100,50 +97,20 @@ async function openPostgres(url: string, max: number, connectTimeoutMs: number):
 const PGLITE_SHARED_BUFFERS = '32MB';
 
 /**
- * PostgreSQL's WebAssembly (10 MB), compiled from the moment the database is opened: V8 compiles it
- * on background threads while the main thread loads PGlite's JavaScript and, at a server's start,
- * the rest of the service's modules (PGlite itself would begin only once its own module has loaded).
- * Undefined if the file is not where this PGlite keeps it; PGlite then loads it itself.
+ * Returns while PGlite is still starting in its thread (as a pool returns before it has connected):
+ * the first query waits for it, or fails with why it could not open.
  */
-function compilePgliteWasm(): Promise<PgliteWasmModule | undefined> {
-  let bytes: Buffer;
-  try {
-    bytes = readFileSync(fileURLToPath(new URL('pglite.wasm', import.meta.resolve('@electric-sql/pglite'))));
-  } catch {
-    return Promise.resolve(undefined);
-  }
-  return wasm.compile(bytes);
-}
-
-type PgliteWasmModule = NonNullable<PGliteOptions['pgliteWasmModule']>;
-// The compiler's libraries here (no DOM) do not declare WebAssembly.
-const wasm = (globalThis as unknown as { WebAssembly: { compile(bytes: Uint8Array): Promise<PgliteWasmModule> } }).WebAssembly;
-
 async function openPglite(dir: string): Promise<Database> {
-  // A new embedded database starts as a copy of the template: initdb is most of a first start's time.
-  if (!existsSync(join(dir, 'PG_VERSION')) && existsSync(join(PGLITE_TEMPLATE_DIR, 'PG_VERSION'))) cpSync(PGLITE_TEMPLATE_DIR, dir, { recursive: true });
-  mkdirSync(dir, { recursive: true });
-  const wasmModule = compilePgliteWasm();
-  const { PGlite, types } = await import('@electric-sql/pglite');
-  const { pg_trgm } = await import('@electric-sql/pglite/contrib/pg_trgm');
-  const { PGliteDialect } = await import('kysely-pglite-dialect');
-  const client = await PGlite.create(dir, {
-    extensions: { pg_trgm },
-    parsers: { [types.INT8]: (value: string) => Number(value) },
-    // PostgreSQL zeroes its shared buffers at every start, and PGlite's default 128 MB made that
-    // memset a third of the embedded start's CPU; the files stay in the kernel's page cache anyway.
-    startParams: [...PGlite.defaultStartParams, '-c', `shared_buffers=${PGLITE_SHARED_BUFFERS}`],
-    pgliteWasmModule: await wasmModule,
-  });
-  const db = new Kysely<DB>({ dialect: new PGliteDialect(client) });
+  const thread = startPgliteThread(dir, PGLITE_SHARED_BUFFERS);
+  const db = new Kysely<DB>({ dialect: new PgliteThreadDialect(thread) });
   return {
     kind: 'pglite',
     db,
-    // PGlite has one connection; Kysely's driver serialises access, so scripts go through it too.
+    // PGlite has one connection; the driver lends it to one caller at a time, so scripts take it too.
     async withScriptConnection(fn) {
       return db.connection().execute(() => fn({
-        exec: async (sql) => { await client.exec(sql); },
-        query: async (sql, params) => (await client.query(sql, params)).rows as never,
+        exec: (sql) => thread.exec(sql),
+        query: async (sql, params) => (await thread.query(sql, params)).rows as never,
       }));
     },
     close: () => db.destroy(),
