@@ -2,6 +2,7 @@ import { sql } from 'kysely';
 import type { Db, Tx } from '../../db/database.ts';
 import { foldCounterMoves, recordCounterMoves, type CampaignRow } from './campaigns.repository.ts';
 import { recordTransition } from './campaigns.service.ts';
+import { STATUS_RANK as MESSAGE_STATUS_RANK } from '../messages/messages.statuses.ts';
 
 /**
  * The recipient rows as the dispatcher's work queue (ARCHITECTURE 5). A recipient is claimed
@@ -47,8 +48,8 @@ export interface ClaimedRecipient {
   custom_fields: Record<string, unknown> | null;
 }
 
-/** Recipient status order; failed is final. pending and sending share rank 0. */
-const STATUS_RANK: Record<string, number> = { pending: 0, sending: 0, sent: 1, delivered: 2, read: 3, failed: 4 };
+/** Recipient status order: after the send, its message's order (failed is final); pending and sending rank 0. */
+const STATUS_RANK: Record<string, number> = { pending: 0, sending: 0, ...MESSAGE_STATUS_RANK };
 const RANK_SQL = (column: string) => sql.raw(`(CASE ${column} ${Object.entries(STATUS_RANK).filter(([, rank]) => rank > 0).map(([status, rank]) => `WHEN '${status}' THEN ${rank}`).join(' ')} ELSE 0 END)`);
 
 /** The smallest UUID: a claim from the start of a campaign's recipients. */
