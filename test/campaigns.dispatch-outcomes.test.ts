@@ -1,10 +1,12 @@
+import { randomBytes } from 'node:crypto';
 import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { SendTemplateResult, UpstreamClient, UpstreamError, UpstreamOutcome } from '../src/upstream/types.ts';
+import type { SendTemplateRequest, SendTemplateResult, UpstreamClient, UpstreamError, UpstreamOutcome } from '../src/upstream/types.ts';
 import { CampaignDispatcher, startDueCampaigns } from '../src/workers/campaign-dispatcher.ts';
 import { call } from './helpers/app.ts';
 import { CAMPAIGN_ENV, createContacts, someContacts, uniqueTag } from './helpers/campaigns.ts';
-import { createApprovedTemplate, createConnectedTenant, startUpstreamApp, type UpstreamTestApp } from './helpers/upstream.ts';
+import { uploadMedia } from './helpers/campaigns-api.ts';
+import { BODY_TWO_VARS, createApprovedTemplate, createConnectedTenant, eventsOf, startUpstreamApp, type UpstreamTestApp } from './helpers/upstream.ts';
 
 type Answer = UpstreamOutcome<SendTemplateResult>;
 const upstreamError = (code: number, title: string, errorClass: UpstreamError['errorClass']): UpstreamError =>
@@ -23,14 +25,21 @@ describe('campaign dispatcher: each upstream answer, recorded', () => {
   beforeAll(async () => { t = await startUpstreamApp({ ...CAMPAIGN_ENV, RATE_LIMIT_PER_MINUTE: '100000' }); });
   afterAll(async () => { await t?.close(); });
 
-  async function runningCampaign(count: number) {
+  async function runningCampaign(count: number, options: { batchSize?: number; imageHeader?: boolean } = {}) {
     const tenant = await createConnectedTenant(t.app);
-    const template = await createApprovedTemplate(t.app, tenant);
+    const body = { type: 'body', parameters: [{ kind: 'contact_field', field: 'first_name' }, { kind: 'static', value: 'X-1' }] };
+    let components: unknown[] = [body];
+    let template;
+    if (options.imageHeader) {
+      template = await createApprovedTemplate(t.app, tenant, { components: [{ type: 'HEADER', format: 'IMAGE' }, ...BODY_TWO_VARS] });
+      components = [{ type: 'header', parameters: [{ kind: 'media', media_id: await uploadMedia(t, tenant, 'image') }] }, body];
+    } else {
+      template = await createApprovedTemplate(t.app, tenant);
+    }
     const tag = uniqueTag();
     const contacts = await createContacts(t, tenant, someContacts(count, { tags: [tag] }));
     const created = await call(t.app, tenant, 'POST', '/campaigns', {
-      name: 'Scripted', template_id: template.id, audience: { groups: [tag] }, batch_size: count,
-      variable_mapping: { components: [{ type: 'body', parameters: [{ kind: 'contact_field', field: 'first_name' }, { kind: 'static', value: 'X-1' }] }] },
+      name: 'Scripted', template_id: template.id, audience: { groups: [tag] }, batch_size: options.batchSize ?? count, variable_mapping: { components },
     });
     expect(created.statusCode, created.body).toBe(201);
     const id = created.json().id as string;
@@ -39,18 +48,25 @@ describe('campaign dispatcher: each upstream answer, recorded', () => {
     return { tenant, template, contacts, id, phoneNumberId: account.phone_number_id! };
   }
 
-  /** One turn of a dispatcher whose upstream answers `answers[phone]` (accepted otherwise); waits for its batches. */
-  async function dispatchOnce(tenantId: string, answers: Map<string, Answer>) {
+  /**
+   * One turn of a dispatcher whose upstream answers `answers[phone]` (accepted otherwise); waits for
+   * its batches and returns the sends the upstream saw.
+   */
+  async function dispatchOnce(tenantId: string, answers: Map<string, Answer>, secretsKey = t.deps.config.secretsKey) {
+    const sent: SendTemplateRequest[] = [];
     const upstream = {
-      sendTemplate: async (_account: unknown, request: { to: string; callbackData: string }) =>
-        answers.get(request.to) ?? { kind: 'accepted', value: { messageId: `wamid.${request.callbackData}`, waId: null, messageStatus: null } },
+      sendTemplate: async (_account: unknown, request: SendTemplateRequest) => {
+        sent.push(request);
+        return answers.get(request.to) ?? { kind: 'accepted', value: { messageId: `wamid.${request.callbackData}`, waId: null, messageStatus: null } };
+      },
     } as unknown as UpstreamClient;
     const c = t.deps.config;
     const dispatcher = new CampaignDispatcher(t.deps.db, upstream, t.deps.media, t.deps.pacer, {
-      secretsKey: c.secretsKey, leaseMs: c.campaignLeaseMs, reconcileMs: RECONCILE_MS, maxBatches: 4, maxAttempts: 1, onlyTenants: [tenantId],
+      secretsKey, leaseMs: c.campaignLeaseMs, reconcileMs: RECONCILE_MS, maxBatches: 4, maxAttempts: 1, onlyTenants: [tenantId],
     }, pino({ level: 'silent' }));
     await dispatcher.dispatchOnce();
     await dispatcher.drain();
+    return sent;
   }
   const recipientOf = (campaignId: string, phone: string) =>
     t.deps.db.selectFrom('campaign_recipients').selectAll().where('campaign_id', '=', campaignId).where('phone', '=', phone).executeTakeFirstOrThrow();
@@ -111,6 +127,31 @@ describe('campaign dispatcher: each upstream answer, recorded', () => {
       const row = await t.deps.db.selectFrom('templates').select('status').where('id', '=', template.id).executeTakeFirstOrThrow();
       expect(row.status, String(code)).toBe(templateStatus);
     }
+  });
+
+  it('a token that cannot be decrypted fails the campaign: nothing is sent, every claimed batch is pending again', async () => {
+    const { tenant, id } = await runningCampaign(6, { batchSize: 2 });
+    const sent = await dispatchOnce(tenant.id, new Map(), randomBytes(32));
+    expect(sent).toEqual([]);
+    const campaign = await t.deps.db.selectFrom('campaigns').select(['status', 'failure_reason']).where('id', '=', id).executeTakeFirstOrThrow();
+    expect(campaign.status).toBe('FAILED');
+    expect(campaign.failure_reason).toMatch(/access token cannot be decrypted/);
+    const recipients = await t.deps.db.selectFrom('campaign_recipients').select(['status', 'attempts', 'lease_until']).where('campaign_id', '=', id).execute();
+    expect(recipients).toEqual(Array(6).fill({ status: 'pending', attempts: 0, lease_until: null }));
+    expect(await eventsOf(t.deps, tenant.id, 'campaign.failed')).toHaveLength(1);
+  });
+
+  it('a media header is uploaded once per claim: every batch of it sends the same upstream media id', async () => {
+    const { tenant, id } = await runningCampaign(6, { batchSize: 2, imageHeader: true });
+    const sent = await dispatchOnce(tenant.id, new Map());
+    expect(sent).toHaveLength(6);
+    const media = await t.deps.db.selectFrom('media').select('upstream_media_id').where('tenant_id', '=', tenant.id).executeTakeFirstOrThrow();
+    expect(media.upstream_media_id).toBeTruthy();
+    const headers = sent.map((s) => JSON.stringify(s.components.find((c) => c.type === 'header')));
+    expect(new Set(headers).size).toBe(1);
+    expect(headers[0]).toContain(media.upstream_media_id);
+    const recipients = await t.deps.db.selectFrom('campaign_recipients').select('status').where('campaign_id', '=', id).execute();
+    expect(recipients.map((r) => r.status)).toEqual(Array(6).fill('sent'));
   });
 
   it('the scheduler starts a due campaign once and says how many it started', async () => {

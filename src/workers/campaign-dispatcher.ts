@@ -33,6 +33,12 @@ const MEDIA_TYPES: Record<string, MediaType> = { IMAGE: 'image', VIDEO: 'video',
 const sleepUntil = (at: number) => new Promise<void>((resolve) => setTimeout(resolve, Math.max(0, at - Date.now())));
 
 type Outcomes = Parameters<typeof campaignQueue.recordOutcomes>[1];
+interface SendContext {
+  account: UpstreamAccount;
+  plan: ReturnType<typeof placeholderPlan>;
+  mapping: VariableMapping | null;
+  media: Map<string, MediaForSend>;
+}
 
 /**
  * The campaign dispatcher (ARCHITECTURE 5): claims batches of pending recipients of running
@@ -104,9 +110,10 @@ export class CampaignDispatcher {
     if (reservation.granted === 0) return 0;
     const recipients = await this.claim(campaign.id, reservation.granted);
     if (recipients.length === 0) return (await campaignQueue.completeIfDone(this.db, campaign.id)) ? 1 : 0;
+    const context = this.sendContext(campaign);
     for (let from = 0; from < recipients.length; from += size) {
       const startAt = reservation.startAt + from * reservation.intervalMs;
-      const batch = this.sendBatch(campaign, recipients.slice(from, from + size), startAt, reservation.intervalMs)
+      const batch = this.sendBatch(campaign, context, recipients.slice(from, from + size), startAt, reservation.intervalMs)
         .catch((err) => this.logger?.error({ err, campaign_id: campaign.id }, 'campaign batch failed; its recipients are reconciled after their lease'))
         .finally(() => { this.inFlight.delete(batch); });
       this.inFlight.add(batch);
@@ -143,20 +150,34 @@ export class CampaignDispatcher {
     if (row) this.logger?.warn({ campaign_id: campaign.id, tenant_id: campaign.tenant_id, reason }, 'campaign failed');
   }
 
-  private async sendBatch(campaign: RunningCampaign, recipients: ClaimedRecipient[], startAt: number, intervalMs: number): Promise<void> {
+  /**
+   * What every batch of one claim shares, built once: the account with its decrypted token, the
+   * template's placeholders, and each mapped media asset's upstream id (so a first use uploads it
+   * once, not once per batch). Null when the token cannot be decrypted.
+   */
+  private async sendContext(campaign: RunningCampaign): Promise<SendContext | null> {
     let accessToken: string;
     try {
       accessToken = decryptSecret(this.options.secretsKey, campaign.access_token_enc!);
     } catch {
-      // Nothing was sent: the claimed recipients go back to pending for whoever can send them.
-      await this.db.transaction().execute((tx) => campaignQueue.recordOutcomes(tx, { accepted: [], failed: [], unknown: [], retry: [], unsent: recipients.map((r) => ({ id: r.id })) }));
-      await this.failCampaign(campaign, 'The business account\'s access token cannot be decrypted (was SECRETS_KEY changed?); reconnect the account', null);
-      return;
+      return null;
     }
     const account: UpstreamAccount = { wabaId: campaign.waba_id!, phoneNumberId: campaign.phone_number_id!, accessToken };
     const plan = placeholderPlan(campaign.template_components ?? []);
     const mapping = (campaign.variable_mapping ?? null) as VariableMapping | null;
     const media = await this.resolveMedia(campaign, mapping, plan.header?.format, account);
+    return { account, plan, mapping, media };
+  }
+
+  private async sendBatch(campaign: RunningCampaign, sendContext: Promise<SendContext | null>, recipients: ClaimedRecipient[], startAt: number, intervalMs: number): Promise<void> {
+    const context = await sendContext;
+    if (!context) {
+      // Nothing was sent: the claimed recipients go back to pending for whoever can send them.
+      await this.db.transaction().execute((tx) => campaignQueue.recordOutcomes(tx, { accepted: [], failed: [], unknown: [], retry: [], unsent: recipients.map((r) => ({ id: r.id })) }));
+      await this.failCampaign(campaign, 'The business account\'s access token cannot be decrypted (was SECRETS_KEY changed?); reconnect the account', null);
+      return;
+    }
+    const { account, plan, mapping, media } = context;
     const sends = recipients.map((r) => ({
       id: r.id, contactId: r.contact_id, to: r.phone, attempts: r.attempts,
       components: resolveSendComponents(mapping, plan, {
@@ -197,7 +218,7 @@ export class CampaignDispatcher {
     return window;
   }
 
-  /** Each mapped media asset's upstream id, uploaded on first use (once per batch, not per recipient). */
+  /** Each mapped media asset's upstream id, uploaded on first use. */
   private async resolveMedia(campaign: RunningCampaign, mapping: VariableMapping | null, headerFormat: string | undefined, account: UpstreamAccount): Promise<Map<string, MediaForSend>> {
     const resolved = new Map<string, MediaForSend>();
     const type = headerFormat ? MEDIA_TYPES[headerFormat] : undefined;
