@@ -102,6 +102,16 @@ const { openDatabase } = await import(pathToFileURL(join(out, 'db', 'database.js
 const { migrate } = await import(pathToFileURL(join(out, 'db', 'migrate.js')).href);
 const database = await openDatabase({ dataDir: scratch });
 await migrate(database);
+// Only the service's database is kept: PGlite opens `postgres`, and nothing makes a database from
+// template0 or template1. Without them a first start copies 495 files (25 MB) instead of 1,091
+// (39 MB); making each file was most of the copy's time. (DROP DATABASE runs alone, outside a
+// transaction, and a template database must stop being one first.)
+await database.withScriptConnection(async (conn) => {
+  for (const name of ['template0', 'template1']) {
+    await conn.exec(`ALTER DATABASE ${name} IS_TEMPLATE false`);
+    await conn.exec(`DROP DATABASE ${name}`);
+  }
+});
 await database.close();
 renameSync(join(scratch, 'pglite'), join(out, 'pglite-template'));
 rmSync(scratch, { recursive: true, force: true });
