@@ -20,6 +20,11 @@ describe('development CA (DATA_DIR/dev-ca)', () => {
     expect(cert.verify(ca.publicKey)).toBe(true);
     expect(cert.checkIssued(ca)).toBe(true);
     expect(cert.subjectAltName).toBe('DNS:localhost, IP Address:127.0.0.1, IP Address:0:0:0:0:0:0:0:1');
+    expect(cert.keyUsage).toEqual(['1.3.6.1.5.5.7.3.1']); // serverAuth
+    expect(cert.subject).toBe('CN=localhost');
+    // Serial numbers are positive (RFC 5280 4.1.2.2): the high bit of 16 random bytes is clear.
+    for (const c of [ca, cert]) expect(c.serialNumber).toMatch(/^[0-7][0-9A-F]{31}$/);
+    expect(Date.parse(cert.validTo) - Date.parse(cert.validFrom)).toBeGreaterThan(364 * 24 * 3600 * 1000);
     expect(cert.checkPrivateKey((await import('node:crypto')).createPrivateKey(readFileSync(files.keyFile)))).toBe(true);
 
     const before = readFileSync(files.certFile, 'utf8');
