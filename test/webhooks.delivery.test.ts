@@ -1,7 +1,7 @@
 import { createHmac, randomUUID } from 'node:crypto';
 import { sql } from 'kysely';
 import pino from 'pino';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import { loadConfig } from '../src/config.ts';
 import { verifyWebhookSignature } from '../src/index.ts';
 import { encryptSecret } from '../src/crypto/secrets.ts';
@@ -33,6 +33,265 @@ describe('the default webhook retry schedule', () => {
   it('is 1 min, 5 min, 30 min, 2 h and 6 h before attempts 2 to 6', () => {
     expect(defaultConfig().webhookRetryDelaysMs).toEqual(SPEC_RETRY_DELAYS_MS);
     expect(SPEC_RETRY_DELAYS_MS).toEqual([60_000, 300_000, 1_800_000, 7_200_000, 21_600_000]);
+  });
+});
+
+/**
+ * The deliverer driven one run at a time against its own database, with a scripted sender standing
+ * in for the receivers: the test decides when each attempt ends, so what a run claims, holds and
+ * starts is exact. Rows are written straight into the queue (first attempts, or retries with
+ * attempt_number > 0); each test deletes its endpoints when done, so the next one claims only its own.
+ */
+describe('the deliverer run by run (own database, scripted attempts)', () => {
+  let database: Awaited<ReturnType<typeof createOwnDatabase>>;
+  let t: TestApp;
+  let tenant: TestTenant;
+  const OK = { ok: true, statusCode: 200, responseTimeMs: 1, responseBody: 'ok' } as const;
+
+  beforeAll(async () => {
+    database = await createOwnDatabase('msvc_wh_runs');
+    t = await startTestApp({ DATABASE_URL: database.url, WEBHOOK_DELIVERY_ENABLED: 'false' });
+    tenant = await createTenant(t.app);
+  });
+  afterAll(async () => {
+    await t?.close();
+    await database?.drop();
+  });
+
+  /**
+   * Attempts that stay open until the test answers them, or answered at once (`instant`). An answer
+   * comes no sooner than `latencyMs` after its attempt started: the endpoint's pace, which sizes its
+   * claim-ahead (an endpoint answering within 100 ms gets more than one cap ahead).
+   */
+  function scriptedSender(mode: 'held' | 'instant' = 'held', latencyMs = 0) {
+    const open: { endpointId: string; startedAt: number; answer(): void }[] = [];
+    const attempted: string[] = [];
+    const sender = {
+      attempt(req: { endpointId: string }) {
+        attempted.push(req.endpointId);
+        if (mode === 'instant') return Promise.resolve(OK);
+        return new Promise((resolve) => {
+          const entry = { endpointId: req.endpointId, startedAt: performance.now(), answer: () => { open.splice(open.indexOf(entry), 1); resolve(OK); } };
+          open.push(entry);
+        });
+      },
+    } as unknown as WebhookSender;
+    return {
+      sender, open, attempted,
+      /** Answers the oldest open attempt of `endpointId`. */
+      async answer(endpointId: string) {
+        const entry = open.find((o) => o.endpointId === endpointId)!;
+        const early = entry.startedAt + latencyMs - performance.now();
+        if (early > 0) await new Promise((resolve) => setTimeout(resolve, early));
+        entry.answer();
+      },
+      answerAll() { for (const o of [...open]) o.answer(); },
+    };
+  }
+
+  const endpoints: string[] = [];
+  /** A new endpoint with `first` due first attempts and `retries` due retries (one failed attempt each). */
+  async function endpointWith(first: number, retries = 0): Promise<string> {
+    const id = randomUUID();
+    endpoints.push(id);
+    await t.deps.db.insertInto('webhook_endpoints').values({
+      id, tenant_id: tenant.id, url: 'https://receiver.invalid/in', events: ['contact.created'], signing_secret_enc: encryptSecret(t.config.secretsKey, 'whsec_runs'),
+    }).execute();
+    const rows = [...Array(first).fill(0), ...Array(retries).fill(1)].map((attempts: number, i) => ({
+      id: randomUUID(), tenant_id: tenant.id, endpoint_id: id, event_id: randomUUID(), event_type: 'contact.created', request_url: 'https://receiver.invalid/in',
+      status: attempts === 0 ? 'pending' : 'retrying', attempt_number: attempts, next_attempt_at: new Date(Date.now() - 60_000 + i),
+    }));
+    if (rows.length > 0) {
+      await t.deps.db.insertInto('webhook_payloads').values(rows.map((r) => ({ event_id: r.event_id, tenant_id: tenant.id, payload: Buffer.from(`{"id":"${r.event_id}"}`) }))).execute();
+      await t.deps.db.insertInto('webhook_deliveries').values(rows).execute();
+    }
+    return id;
+  }
+  const rowsOf = (ids: string[]) => t.deps.db.selectFrom('webhook_deliveries').selectAll().where('endpoint_id', 'in', ids).execute();
+  const leasedOf = async (ids: string[]) => (await rowsOf(ids)).filter((r) => r.lease_until !== null && ['pending', 'retrying'].includes(r.status));
+
+  function deliverer(sender: WebhookSender, o: Partial<ConstructorParameters<typeof WebhookDeliverer>[2]> = {}) {
+    return new WebhookDeliverer(t.deps.db, sender, {
+      secretsKey: t.config.secretsKey, retryDelaysMs: [60_000], leaseMs: 60_000, timeoutMs: 1_000, pollMs: 20,
+      concurrency: 2, endpointConcurrency: 1, retryConcurrency: 1, ...o,
+    }, pino({ level: 'silent' }));
+  }
+  /** Answers what is open, stops the deliverer and takes this test's endpoints out of every later claim. */
+  async function finish(d: WebhookDeliverer, s: ReturnType<typeof scriptedSender>) {
+    s.answerAll();
+    await d.drain(50);
+    s.answerAll();
+    await t.deps.db.updateTable('webhook_endpoints').set({ deleted_at: new Date() }).where('id', 'in', endpoints.splice(0)).execute();
+  }
+  const settledTick = () => new Promise((resolve) => setImmediate(resolve));
+
+  it('the loop it runs in: named webhook-deliverer, its poll interval, claims on each run and drains on stop', async () => {
+    const s = scriptedSender('instant');
+    const d = deliverer(s.sender, { pollMs: 37 });
+    const a = await endpointWith(1);
+    try {
+      const loop = d.loop();
+      expect([loop.name, loop.intervalMs]).toEqual(['webhook-deliverer', 37]);
+      expect(await loop.runOnce()).toBe(1);
+      await eventually(async () => (await rowsOf([a]))[0].status === 'success');
+      await loop.stop!();
+      // Stopped: a run claims nothing and reports idle.
+      const b = await endpointWith(1);
+      expect(await d.runOnce()).toBe(0);
+      expect(await leasedOf([b])).toHaveLength(0);
+      expect(s.attempted).toEqual([a]);
+    } finally {
+      await finish(d, s);
+    }
+  });
+
+  it('a process holds at most six slot sets of rows, first attempts and retries together', async () => {
+    const s = scriptedSender();
+    // 2 slots: at most 12 rows held. 8 endpoints with one first attempt each, 4 with two retries each.
+    const d = deliverer(s.sender, { concurrency: 2, endpointConcurrency: 1, retryConcurrency: 16 });
+    const ids = [];
+    for (let i = 0; i < 8; i++) ids.push(await endpointWith(1));
+    for (let i = 0; i < 4; i++) ids.push(await endpointWith(0, 2));
+    try {
+      expect(await d.runOnce()).toBe(12);
+      const leased = await leasedOf(ids);
+      expect(leased.filter((r) => r.attempt_number === 0)).toHaveLength(8);
+      expect(leased.filter((r) => r.attempt_number === 1)).toHaveLength(4);
+      expect(d.stats).toMatchObject({ claims: 1, claimed: 12, largestClaim: 12 });
+      expect(s.open).toHaveLength(2);
+    } finally {
+      await finish(d, s);
+    }
+  });
+
+  it('rows in flight and rows waiting count against what a process holds; an endpoint at its limit is waited for, not idle', async () => {
+    const s = scriptedSender();
+    const d = deliverer(s.sender, { concurrency: 2, endpointConcurrency: 1 });
+    // One slot each, and one row claimed ahead each: both endpoints are at their limit after the first run.
+    const [a, b] = [await endpointWith(2), await endpointWith(2)];
+    try {
+      expect(await d.runOnce()).toBe(4);
+      expect(d.stats.capWaits).toBe(1);
+      expect(s.open.map((o) => o.endpointId).sort()).toEqual([a, b].sort());
+      // Nothing claimable, but work waits on the capped endpoints: not an idle run.
+      expect(await d.runOnce()).toBe(1);
+      expect(d.stats).toMatchObject({ capWaits: 2, claimed: 4 });
+      // Twelve rows at most: 2 in flight and 2 waiting leave room for 8 of the 16 new ones.
+      const others = [];
+      for (let i = 0; i < 8; i++) others.push(await endpointWith(2));
+      expect(await d.runOnce()).toBe(8);
+      expect(await leasedOf([a, b, ...others])).toHaveLength(12);
+      // The claim filled the process: no wait for the capped endpoints.
+      expect(d.stats).toMatchObject({ capWaits: 2, claims: 3, claimed: 12 });
+    } finally {
+      await finish(d, s);
+    }
+  });
+
+  it('retries hold at most retryConcurrency rows, in flight and claimed ahead together', async () => {
+    const s = scriptedSender();
+    const d = deliverer(s.sender, { concurrency: 4, endpointConcurrency: 1, retryConcurrency: 2 });
+    const a = await endpointWith(0, 2);
+    try {
+      expect(await d.runOnce()).toBe(2); // one in flight, one waiting behind it
+      expect(s.open).toHaveLength(1);
+      const b = await endpointWith(0, 2);
+      const c = await endpointWith(0, 2);
+      await d.runOnce();
+      await d.runOnce();
+      expect(await leasedOf([a, b, c])).toHaveLength(2);
+      expect(s.attempted).toEqual([a]);
+      // Its in-flight retry ends: the waiting one takes its slot, and still no more is claimed.
+      await s.answer(a);
+      await eventually(async () => s.attempted.length === 2 && d.stats.flushed === 1);
+      expect(s.attempted).toEqual([a, a]);
+      expect(await leasedOf([a, b, c])).toHaveLength(1);
+      // One retry in flight: room for one more.
+      expect(await d.runOnce()).toBe(1);
+      expect(await leasedOf([a, b, c])).toHaveLength(2);
+    } finally {
+      await finish(d, s);
+    }
+  });
+
+  it('retries are claimed on every run while no first attempts are due, and every 100 ms while first attempts keep the claims busy', async () => {
+    // Only Date is faked: it is the retry claim's clock, and the database and the sockets keep real timers.
+    vi.useFakeTimers({ toFake: ['Date'] });
+    const s = scriptedSender();
+    const d = deliverer(s.sender, { concurrency: 8, endpointConcurrency: 1, retryConcurrency: 4 });
+    try {
+      const r1 = await endpointWith(0, 1);
+      expect(await d.runOnce()).toBe(1);
+      const r2 = await endpointWith(0, 1);
+      expect(await d.runOnce()).toBe(1); // no time has passed, but there was no fresh work
+      expect(s.attempted).toEqual([r1, r2]);
+
+      const [f1, r3] = [await endpointWith(1), await endpointWith(0, 1)];
+      expect(await d.runOnce()).toBe(1); // the first attempt only: the last retry claim was 0 ms ago
+      expect(await leasedOf([r3])).toHaveLength(0);
+      vi.advanceTimersByTime(99);
+      const f2 = await endpointWith(1);
+      expect(await d.runOnce()).toBe(1);
+      vi.advanceTimersByTime(1);
+      const f3 = await endpointWith(1);
+      expect(await d.runOnce()).toBe(2); // 100 ms since: the retry comes along
+      expect(s.attempted.sort()).toEqual([r1, r2, f1, f2, f3, r3].sort());
+    } finally {
+      vi.useRealTimers();
+      await finish(d, s);
+    }
+  });
+
+  it('a run with a slot set\'s worth of rows about to start claims nothing, and waits until fewer are', async () => {
+    const s = scriptedSender();
+    const d = deliverer(s.sender, { concurrency: 2, endpointConcurrency: 1, pollMs: 30_000 });
+    for (let i = 0; i < 4; i++) await endpointWith(1);
+    try {
+      expect(await d.runOnce()).toBe(4);
+      // Two endpoints got the slots; the other two endpoints' rows wait for the next free slots: two
+      // rows about to start, a slot set.
+      expect(s.attempted).toHaveLength(2);
+      const late = await endpointWith(1);
+      let returned: number | undefined;
+      const run = d.runOnce().then((n) => { returned = n; });
+      // An attempt ends and a waiting row takes the slot: one row left about to start.
+      await s.answer(s.attempted[0]);
+      await eventually(async () => returned !== undefined, 10_000, 5);
+      await run;
+      expect(returned).toBe(1);
+      expect(d.stats).toMatchObject({ slotWaits: 1, claims: 1 });
+      expect(s.attempted).toHaveLength(3);
+      expect(await leasedOf([late])).toHaveLength(0);
+    } finally {
+      await finish(d, s);
+    }
+  });
+
+  it('a run that left endpoints at their limit waits until one has room for half its cap, not the idle interval', async () => {
+    const s = scriptedSender('held', 150);
+    // Three slots per endpoint and three claimed ahead: two endpoints hold 6 rows each, 3 in flight.
+    // b's are retries: what waits of them counts as much as first attempts do.
+    const d = deliverer(s.sender, { concurrency: 8, endpointConcurrency: 3, retryConcurrency: 6, pollMs: 30_000 });
+    const [a, b] = [await endpointWith(6), await endpointWith(0, 6)];
+    let returned: number | undefined;
+    const run = d.runOnce().then((n) => { returned = n; });
+    try {
+      await eventually(async () => s.open.length === 6);
+      // One of a's attempts ends and a waiting row takes its slot: a holds 5, room for 1 (half a cap is 2).
+      await s.answer(a);
+      await eventually(async () => d.stats.flushes === 1);
+      await settledTick();
+      expect(returned).toBeUndefined();
+      // A second one: a holds 4, room for 2. The run ends without waiting for the other endpoint.
+      await s.answer(a);
+      await eventually(async () => returned !== undefined, 10_000, 5);
+      expect(returned).toBe(12);
+      expect(d.stats.capWaits).toBe(1);
+      expect((await leasedOf([b]))).toHaveLength(6);
+    } finally {
+      await finish(d, s); // a stopping deliverer ends the run's wait
+      await run;
+    }
   });
 });
 
@@ -772,3 +1031,4 @@ describe('webhook delivery (real HTTPS receiver, real worker loop, own database)
     }
   });
 });
+
