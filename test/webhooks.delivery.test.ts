@@ -145,6 +145,24 @@ describe('the deliverer run by run (own database, scripted attempts)', () => {
     }
   });
 
+  it('drain gives attempts in flight its grace only; a result that comes later is left to the lease', async () => {
+    const s = scriptedSender();
+    const d = deliverer(s.sender);
+    const a = await endpointWith(1);
+    try {
+      expect(await d.runOnce()).toBe(1);
+      await d.drain(50);
+      expect(s.open).toHaveLength(1);
+      s.answerAll();
+      await d.drain(50); // waits for the late attempt, and for a record of it if one were started
+      const [row] = await rowsOf([a]);
+      expect(row).toMatchObject({ status: 'pending', attempt_number: 0 });
+      expect(row.lease_until).not.toBeNull();
+    } finally {
+      await finish(d, s);
+    }
+  });
+
   it('a process holds at most six slot sets of rows, first attempts and retries together', async () => {
     const s = scriptedSender();
     // 2 slots: at most 12 rows held. 8 endpoints with one first attempt each, 4 with two retries each.
