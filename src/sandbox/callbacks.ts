@@ -17,13 +17,27 @@ export function signatureHeader(appSecret: string, body: string | Buffer): strin
   return 'sha256=' + createHmac('sha256', appSecret).update(body).digest('hex');
 }
 
+/** How Meta retries a callback its receiver did not take: backoff doubling from `baseMs` up to `maxMs`, for `forMs`. */
+export interface CallbackBackoff { baseMs: number; maxMs: number; forMs: number }
+
+/** Reference §7: non-2xx or unreachable is retried with exponential backoff for up to 7 days. */
+export const META_CALLBACK_BACKOFF: CallbackBackoff = { baseMs: 200, maxMs: 3_600_000, forMs: 7 * 24 * 3_600_000 };
+
+/** The wait before retry `attempt` (0 for the first retry), or undefined once the callback is `ageMs` old and given up. */
+export function backoffDelayMs(backoff: CallbackBackoff, attempt: number, ageMs: number): number | undefined {
+  if (ageMs >= backoff.forMs) return undefined;
+  return Math.min(backoff.baseMs * 2 ** attempt, backoff.maxMs, backoff.forMs - ageMs);
+}
+
 export interface CallbackDelivererOptions {
   appSecret: string;
   callbackUrl: () => string | null;
   logger: Logger;
+  /** Exactly these retries, then give up (tests); otherwise `backoff`. */
   retryDelaysMs?: number[];
+  backoff?: CallbackBackoff;
   maxInFlight?: number;
-  /** Bodies waiting for a free slot beyond this are dropped (a dead receiver must not exhaust memory). */
+  /** Bodies waiting for a free slot or a retry beyond this are dropped (a dead receiver must not exhaust memory). */
   maxQueued?: number;
   timeoutMs?: number;
 }
@@ -32,6 +46,7 @@ interface PendingPost {
   body: string;
   signature: string;
   attempt: number;
+  firstAt: number;
   /** Called once the body was delivered or given up on. */
   settled: () => void;
 }
@@ -40,10 +55,12 @@ interface PendingPost {
 export class CallbackDeliverer {
   private readonly agent = new Agent({ connections: 32, keepAliveTimeout: 30_000 });
   private readonly queue: PendingPost[] = [];
-  private readonly retryTimers = new Set<NodeJS.Timeout>();
+  /** Callbacks waiting to be retried, by their timer. */
+  private readonly retrying = new Map<NodeJS.Timeout, PendingPost>();
   private inFlight = 0;
   private closed = false;
-  private readonly retryDelaysMs: number[];
+  private readonly retryDelaysMs: number[] | undefined;
+  private readonly backoff: CallbackBackoff;
   private readonly maxInFlight: number;
   private readonly maxQueued: number;
   private readonly timeoutMs: number;
@@ -53,7 +70,8 @@ export class CallbackDeliverer {
   private droppedSinceWarn = 0;
 
   constructor(private readonly options: CallbackDelivererOptions) {
-    this.retryDelaysMs = options.retryDelaysMs ?? [200, 1000, 5000];
+    this.retryDelaysMs = options.retryDelaysMs;
+    this.backoff = options.backoff ?? META_CALLBACK_BACKOFF;
     this.maxInFlight = options.maxInFlight ?? 16;
     this.maxQueued = options.maxQueued ?? 5000;
     this.timeoutMs = options.timeoutMs ?? 10_000;
@@ -64,12 +82,12 @@ export class CallbackDeliverer {
     if (this.closed) return Promise.resolve();
     const body = metaJson(payload);
     return new Promise((settled) => {
-      this.enqueue({ body, signature: signatureHeader(this.options.appSecret, body), attempt: 0, settled });
+      this.enqueue({ body, signature: signatureHeader(this.options.appSecret, body), attempt: 0, firstAt: Date.now(), settled });
     });
   }
 
   private enqueue(post: PendingPost): void {
-    if (this.queue.length >= this.maxQueued) {
+    if (this.queue.length + this.retrying.size >= this.maxQueued) {
       this.drop('callback queue full');
       post.settled();
       return;
@@ -115,18 +133,18 @@ export class CallbackDeliverer {
     } catch (err) {
       failure = (err as { code?: string }).code ?? (err as Error).message;
     }
-    const delay = this.retryDelaysMs[post.attempt];
+    const delay = this.retryDelaysMs ? this.retryDelaysMs[post.attempt] : backoffDelayMs(this.backoff, post.attempt, Date.now() - post.firstAt);
     if (delay === undefined || this.closed) {
       this.drop(failure);
       post.settled();
       return;
     }
     const timer = setTimeout(() => {
-      this.retryTimers.delete(timer);
+      this.retrying.delete(timer);
       this.enqueue({ ...post, attempt: post.attempt + 1 });
     }, delay);
     timer.unref();
-    this.retryTimers.add(timer);
+    this.retrying.set(timer, post);
   }
 
   /** A dead receiver fails thousands of callbacks a second: one warning per 10 s, with a count. */
@@ -142,13 +160,16 @@ export class CallbackDeliverer {
 
   /** True when nothing is queued, in flight or waiting for a retry. */
   idle(): boolean {
-    return this.queue.length === 0 && this.inFlight === 0 && this.retryTimers.size === 0;
+    return this.queue.length === 0 && this.inFlight === 0 && this.retrying.size === 0;
   }
 
   async close(): Promise<void> {
     this.closed = true;
-    for (const timer of this.retryTimers) clearTimeout(timer);
-    this.retryTimers.clear();
+    for (const [timer, post] of this.retrying) {
+      clearTimeout(timer);
+      post.settled();
+    }
+    this.retrying.clear();
     for (const post of this.queue.splice(0)) post.settled();
     await this.agent.destroy().catch(() => {});
   }
