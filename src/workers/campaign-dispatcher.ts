@@ -110,7 +110,7 @@ export class CampaignDispatcher {
     if (reservation.granted === 0) return 0;
     const recipients = await this.claim(campaign.id, reservation.granted);
     if (recipients.length === 0) return (await campaignQueue.completeIfDone(this.db, campaign.id)) ? 1 : 0;
-    const context = this.sendContext(campaign);
+    const context = this.sendContext(campaign, recipients);
     for (let from = 0; from < recipients.length; from += size) {
       const startAt = reservation.startAt + from * reservation.intervalMs;
       const batch = this.sendBatch(campaign, context, recipients.slice(from, from + size), startAt, reservation.intervalMs)
@@ -153,13 +153,16 @@ export class CampaignDispatcher {
   /**
    * What every batch of one claim shares, built once: the account with its decrypted token, the
    * template's placeholders, and each mapped media asset's upstream id (so a first use uploads it
-   * once, not once per batch). Null when the token cannot be decrypted.
+   * once, not once per batch). Null when the token cannot be decrypted: then nothing is sent, the
+   * claimed recipients go back to pending for whoever can send them, and the campaign fails.
    */
-  private async sendContext(campaign: RunningCampaign): Promise<SendContext | null> {
+  private async sendContext(campaign: RunningCampaign, claimed: ClaimedRecipient[]): Promise<SendContext | null> {
     let accessToken: string;
     try {
       accessToken = decryptSecret(this.options.secretsKey, campaign.access_token_enc!);
     } catch {
+      await this.db.transaction().execute((tx) => campaignQueue.recordOutcomes(tx, { accepted: [], failed: [], unknown: [], retry: [], unsent: claimed.map((r) => ({ id: r.id })) }));
+      await this.failCampaign(campaign, 'The business account\'s access token cannot be decrypted (was SECRETS_KEY changed?); reconnect the account', null);
       return null;
     }
     const account: UpstreamAccount = { wabaId: campaign.waba_id!, phoneNumberId: campaign.phone_number_id!, accessToken };
@@ -171,12 +174,7 @@ export class CampaignDispatcher {
 
   private async sendBatch(campaign: RunningCampaign, sendContext: Promise<SendContext | null>, recipients: ClaimedRecipient[], startAt: number, intervalMs: number): Promise<void> {
     const context = await sendContext;
-    if (!context) {
-      // Nothing was sent: the claimed recipients go back to pending for whoever can send them.
-      await this.db.transaction().execute((tx) => campaignQueue.recordOutcomes(tx, { accepted: [], failed: [], unknown: [], retry: [], unsent: recipients.map((r) => ({ id: r.id })) }));
-      await this.failCampaign(campaign, 'The business account\'s access token cannot be decrypted (was SECRETS_KEY changed?); reconnect the account', null);
-      return;
-    }
+    if (!context) return;
     const { account, plan, mapping, media } = context;
     const sends = recipients.map((r) => ({
       id: r.id, contactId: r.contact_id, to: r.phone, attempts: r.attempts,
