@@ -1,6 +1,6 @@
 import { Redis } from 'ioredis';
 import { afterAll, describe, expect, it } from 'vitest';
-import { IssueWindow, SendPacer } from '../src/modules/messages/send-pacer.ts';
+import { SendPacer, SendWindow } from '../src/modules/messages/send-pacer.ts';
 import { hasRedis } from './helpers/app.ts';
 
 const number = () => `pace-test-${Math.random().toString(36).slice(2)}`;
@@ -72,32 +72,74 @@ describe.skipIf(!hasRedis)('send pacer on Redis', () => {
   });
 });
 
-describe('issue window', () => {
-  /** Acquires `count` turns at once and returns when each was let through, in the order asked. */
-  async function issue(window: IssueWindow, count: number, limit: number): Promise<number[]> {
-    const at: number[] = [];
-    await Promise.all(Array.from({ length: count }, (_, i) => window.acquire(limit).then(() => { at[i] = Date.now(); })));
-    return at;
-  }
+describe('send window', () => {
+  const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
-  it('lets at most `limit` through in any window, the rest as soon as the window allows, in order', async () => {
-    const window = new IssueWindow(200);
+  it('a send holds its place until a window after its answer, so sends that arrive late still count', async () => {
+    const window = new SendWindow(200);
     const started = Date.now();
-    const at = await issue(window, 12, 5);
-    // The first five at once; the sixth when the first is a window old, the eleventh two windows on.
-    expect(at[4] - started).toBeLessThan(100);
-    expect(at[5] - at[0]).toBeGreaterThanOrEqual(199);
-    expect(at[5] - started).toBeLessThan(300);
-    expect(at[10] - at[5]).toBeGreaterThanOrEqual(199);
-    for (let i = 1; i < at.length; i++) expect(at[i]).toBeGreaterThanOrEqual(at[i - 1]);
-    for (let i = 5; i < at.length; i++) expect(at[i] - at[i - 5]).toBeGreaterThanOrEqual(199);
+    // Three sends issued at once; the first is answered late (it may reach the upstream just then).
+    const [a, b, c] = await Promise.all([window.acquire(3), window.acquire(3), window.acquire(3)]);
+    b(); c();
+    const later = [0, 1, 2].map(() => window.acquire(3).then((release) => { release(); return Date.now() - started; }));
+    await sleep(150);
+    a();
+    const [d, e, f] = await Promise.all(later);
+    // Two places are free a window after b and c; the third only a window after a's answer.
+    expect(d).toBeGreaterThanOrEqual(199);
+    expect(e).toBeGreaterThanOrEqual(199);
+    expect(e).toBeLessThan(300);
+    expect(f).toBeGreaterThanOrEqual(349);
+    expect(f).toBeLessThan(450);
   });
 
-  it('a changed limit starts a new window', async () => {
-    const window = new IssueWindow(10_000);
-    await issue(window, 3, 3);
+  it('while every place is in flight nothing is let through, however long it takes', async () => {
+    const window = new SendWindow(50);
+    const held = await Promise.all([window.acquire(2), window.acquire(2)]);
+    let through = false;
+    const next = window.acquire(2).then((release) => { through = true; return release; });
+    await sleep(200);
+    expect(through).toBe(false);
+    held[0]();
+    const answeredAt = Date.now();
+    (await next)();
+    expect(Date.now() - answeredAt).toBeGreaterThanOrEqual(49);
+  });
+
+  it('a place given back unsent is free at once, and giving back twice counts once', async () => {
+    const window = new SendWindow(10_000);
+    const first = await window.acquire(1);
+    first(false);
+    first();
     const started = Date.now();
-    await issue(window, 4, 4); // at the old limit the fourth would wait ten seconds
-    expect(Date.now() - started).toBeLessThan(1000);
+    const second = await window.acquire(1);
+    expect(Date.now() - started).toBeLessThan(100);
+    second();
+    let through = false;
+    void window.acquire(1).then(() => { through = true; });
+    await sleep(100);
+    expect(through).toBe(false);
+  });
+
+  it('lets sends through in the order they ask, at most `limit` in any window', async () => {
+    const window = new SendWindow(100);
+    const at: number[] = [];
+    await Promise.all(Array.from({ length: 12 }, (_, i) => window.acquire(4).then((release) => { at[i] = Date.now(); release(); })));
+    for (let i = 1; i < at.length; i++) expect(at[i]).toBeGreaterThanOrEqual(at[i - 1]);
+    for (let i = 4; i < at.length; i++) expect(at[i] - at[i - 4]).toBeGreaterThanOrEqual(99);
+  });
+
+  it('a lowered limit holds sends until fewer places are taken; a raised one lets more through at once', async () => {
+    const window = new SendWindow(10_000);
+    for (let i = 0; i < 3; i++) (await window.acquire(4))();
+    let through = false;
+    void window.acquire(2).then(() => { through = true; });
+    await sleep(100);
+    expect(through).toBe(false);
+    const raised = new SendWindow(10_000);
+    for (let i = 0; i < 3; i++) (await raised.acquire(3))();
+    const started = Date.now();
+    await raised.acquire(4);
+    expect(Date.now() - started).toBeLessThan(100);
   });
 });

@@ -7,7 +7,7 @@ import { campaignsRepository } from '../modules/campaigns/campaigns.repository.t
 import { recordTransition } from '../modules/campaigns/campaigns.service.ts';
 import type { MediaService } from '../modules/media/media.service.ts';
 import type { MediaType } from '../modules/media/media.types.ts';
-import { IssueWindow, type SendPacer } from '../modules/messages/send-pacer.ts';
+import { SendWindow, type SendPacer } from '../modules/messages/send-pacer.ts';
 import { placeholderPlan } from '../modules/templates/templates.grammar.ts';
 import { lookupErrorCode, retryDelayMs } from '../upstream/error-codes.ts';
 import type { SendTemplateResult, UpstreamAccount, UpstreamClient, UpstreamOutcome } from '../upstream/types.ts';
@@ -51,8 +51,8 @@ export class CampaignDispatcher {
   /** Per campaign, the last recipient id this process claimed. */
   private cursors = new Map<string, string>();
   private lastReconcile = 0;
-  /** Per phone number, this process's sends as issued. */
-  private windows = new Map<string, IssueWindow>();
+  /** Per phone number, this process's sends until a second after their answers. */
+  private windows = new Map<string, SendWindow>();
   /**
    * Campaigns that met a fatal answer here, and when: sends of batches claimed before it and still
    * waiting for a slot are not sent. Later batches are (a campaign paused at that moment is not
@@ -186,15 +186,23 @@ export class CampaignDispatcher {
     await campaignQueue.recordAttempts(this.db, campaign.tenant_id, campaign, sends);
 
     const claimedAt = Date.now();
-    const window = this.issueWindow(account.phoneNumberId);
+    const window = this.sendWindow(account.phoneNumberId);
     const perSecond = Math.max(1, Math.floor(1000 / intervalMs + 1e-9));
     const results = await Promise.all(sends.map(async (send, i) => {
       await sleepUntil(startAt + i * intervalMs);
-      await window.acquire(perSecond);
-      if ((this.halted.get(campaign.id) ?? -Infinity) >= claimedAt) return { send, outcome: null };
-      const outcome = await this.upstream.sendTemplate(account, {
-        to: send.to, templateName: campaign.template_name, language: campaign.language, components: send.components, callbackData: send.id, attempt: send.attempts - 1,
-      });
+      const release = await window.acquire(perSecond);
+      if ((this.halted.get(campaign.id) ?? -Infinity) >= claimedAt) {
+        release(false);
+        return { send, outcome: null };
+      }
+      let outcome: UpstreamOutcome<SendTemplateResult>;
+      try {
+        outcome = await this.upstream.sendTemplate(account, {
+          to: send.to, templateName: campaign.template_name, language: campaign.language, components: send.components, callbackData: send.id, attempt: send.attempts - 1,
+        });
+      } finally {
+        release();
+      }
       if (outcome.kind === 'rejected' && outcome.error.errorClass === 'fatal') this.haltCampaign(campaign.id);
       return { send, outcome };
     }));
@@ -206,11 +214,11 @@ export class CampaignDispatcher {
     this.halted.set(campaignId, Date.now());
   }
 
-  private issueWindow(phoneNumberId: string): IssueWindow {
+  private sendWindow(phoneNumberId: string): SendWindow {
     let window = this.windows.get(phoneNumberId);
     if (!window) {
       if (this.windows.size > 10_000) this.windows.clear();
-      window = new IssueWindow();
+      window = new SendWindow();
       this.windows.set(phoneNumberId, window);
     }
     return window;

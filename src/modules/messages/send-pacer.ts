@@ -165,31 +165,49 @@ export class SendPacer {
 }
 
 /**
- * One process's sends to one number, checked when they are issued: at most `limit` in any
- * one-second window. Slots from the pacer are spaced evenly, but a timer that fires late lets the
- * sends behind it go out together; this holds each of them until the second before it carries
- * fewer than `limit`. Sends queue in the order they ask.
+ * One process's sends to one number: at most `limit` in any one-second window as the upstream
+ * receives them. A send reaches the upstream somewhere between being issued and its answer, so it
+ * holds a place from its issue until a window after its answer, and a send is issued only while
+ * fewer than `limit` places are held. Then no second at the upstream can carry more than `limit`,
+ * however the sends are delayed on the way (a pause in this process, the network, the upstream):
+ * evenly spaced slots alone do not hold this, since sends held up together arrive together.
+ * Sends are let through in the order they ask.
  */
-export class IssueWindow {
-  private issued: number[] = [];
-  private next = 0;
-  private limit = 0;
-  private turn: Promise<void> = Promise.resolve();
+export class SendWindow {
+  private inFlight = 0;
+  /** When each answered send leaves the window, ascending from `head`. */
+  private leaving: number[] = [];
+  private head = 0;
+  private answered: (() => void) | null = null;
+  private turn: Promise<unknown> = Promise.resolve();
 
   constructor(private readonly windowMs = 1000) {}
 
-  acquire(limit: number): Promise<void> {
-    const mine = this.turn.then(async () => {
-      // A changed rate (a penalty, a new tier) starts a new window.
-      if (limit !== this.limit) { this.issued = []; this.next = 0; this.limit = limit; }
-      if (this.issued.length === limit) {
-        const wait = this.issued[this.next] + this.windowMs - Date.now();
-        if (wait > 0) await new Promise((resolve) => setTimeout(resolve, wait));
-      }
-      this.issued[this.next] = Date.now();
-      this.next = (this.next + 1) % limit;
-    });
+  /** Waits for a place; the returned function gives it back, `sent` false when nothing was sent. */
+  acquire(limit: number): Promise<(sent?: boolean) => void> {
+    const mine = this.turn.then(() => this.place(limit));
     this.turn = mine;
     return mine;
+  }
+
+  private async place(limit: number): Promise<(sent?: boolean) => void> {
+    for (;;) {
+      const now = Date.now();
+      while (this.head < this.leaving.length && this.leaving[this.head] <= now) this.head++;
+      if (this.head > 1024) { this.leaving = this.leaving.slice(this.head); this.head = 0; }
+      if (this.inFlight + this.leaving.length - this.head < limit) break;
+      if (this.head < this.leaving.length) await new Promise((resolve) => setTimeout(resolve, this.leaving[this.head] - now));
+      else await new Promise<void>((resolve) => { this.answered = resolve; });
+    }
+    this.inFlight++;
+    let held = true;
+    return (sent = true) => {
+      if (!held) return;
+      held = false;
+      this.inFlight--;
+      if (sent) this.leaving.push(Date.now() + this.windowMs);
+      this.answered?.();
+      this.answered = null;
+    };
   }
 }
