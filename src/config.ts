@@ -71,6 +71,8 @@ export interface Config {
   /** Campaign dispatcher: idle poll, claim lease, batches in flight, attempts on retryable errors. */
   campaignPollMs: number;
   campaignLeaseMs: number;
+  /** How long after its claim a campaign send may still be issued (see campaignWorkerConfig). */
+  campaignIssueWithinMs: number;
   /** A send whose outcome is unknown (crash, timeout) is sent again only if no callback told of it within this window. */
   sendReconcileMs: number;
   campaignMaxBatches: number;
@@ -158,6 +160,10 @@ function campaignWorkerConfig(env: Env) {
     campaignDispatchEnabled: bool(env, 'CAMPAIGN_DISPATCH_ENABLED', true),
     campaignPollMs: int(env, 'CAMPAIGN_POLL_MS', 100),
     campaignLeaseMs: leaseMs,
+    // A claimed send waits for its slot (within the horizon), then for a place in the number's
+    // window; one not issued by then goes back to pending, so that it and its upstream call end
+    // inside its lease, with half the lease's spare time left for clocks and scheduling.
+    campaignIssueWithinMs: horizon + Math.floor((leaseMs - horizon - upstreamTimeout) / 2),
     sendReconcileMs: int(env, 'SEND_RECONCILE_MS', 120_000),
     campaignMaxBatches: Math.max(1, int(env, 'CAMPAIGN_MAX_BATCHES', 64)),
     campaignMaxAttempts: Math.max(1, int(env, 'CAMPAIGN_MAX_ATTEMPTS', 5)),

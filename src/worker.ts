@@ -44,6 +44,6 @@ export function createWebhookDeliverer(deps: Deps): WebhookDeliverer {
 export function createCampaignDispatcher(deps: Deps): CampaignDispatcher {
   const c = deps.config;
   return new CampaignDispatcher(deps.db, deps.upstream, deps.media, deps.pacer, {
-    secretsKey: c.secretsKey, leaseMs: c.campaignLeaseMs, reconcileMs: c.sendReconcileMs, maxBatches: c.campaignMaxBatches, maxAttempts: c.campaignMaxAttempts,
+    secretsKey: c.secretsKey, leaseMs: c.campaignLeaseMs, issueWithinMs: c.campaignIssueWithinMs, reconcileMs: c.sendReconcileMs, maxBatches: c.campaignMaxBatches, maxAttempts: c.campaignMaxAttempts,
   }, deps.logger);
 }

@@ -80,6 +80,7 @@ describe('send window', () => {
     const started = Date.now();
     // Three sends issued at once; the first is answered late (it may reach the upstream just then).
     const [a, b, c] = await Promise.all([window.acquire(3), window.acquire(3), window.acquire(3)]);
+    expect(window.waiting).toBe(0);
     b(); c();
     const later = [0, 1, 2].map(() => window.acquire(3).then((release) => { release(); return Date.now() - started; }));
     await sleep(150);
@@ -119,6 +120,26 @@ describe('send window', () => {
     void window.acquire(1).then(() => { through = true; });
     await sleep(100);
     expect(through).toBe(false);
+  });
+
+  it('a send that finds no place by its deadline gets none, and those behind it still get theirs', async () => {
+    const window = new SendWindow(100);
+    const held = await window.acquire(1);
+    const started = Date.now();
+    const late = window.acquire(1, started + 150);
+    const next = window.acquire(1);
+    expect(window.waiting).toBe(2);
+    expect(await late).toBeNull();
+    expect(Date.now() - started).toBeGreaterThanOrEqual(149);
+    expect(window.waiting).toBe(1);
+    held();
+    const answeredAt = Date.now();
+    (await next)();
+    expect(Date.now() - answeredAt).toBeGreaterThanOrEqual(99);
+    expect(window.waiting).toBe(0);
+    // A place free before the deadline is taken at once.
+    const roomy = new SendWindow(100);
+    expect(await roomy.acquire(1, Date.now() + 1000)).toBeTypeOf('function');
   });
 
   it('lets sends through in the order they ask, at most `limit` in any window', async () => {

@@ -17,6 +17,12 @@ export interface CampaignDispatcherOptions {
   secretsKey: Buffer;
   /** A claimed recipient's lease: longer than the pacing horizon plus an upstream call. */
   leaseMs: number;
+  /**
+   * How long after its claim a send may still be issued (it may wait for a place in the number's
+   * window while earlier sends are slow to answer); later, it goes back to pending unsent. Unset:
+   * no limit.
+   */
+  issueWithinMs?: number;
   /** After an attempt whose outcome is unknown, how long to wait for a callback before sending again. */
   reconcileMs: number;
   /** Batches in flight per worker process. */
@@ -101,19 +107,24 @@ export class CampaignDispatcher {
     // Slots are reserved only for work that is due: a campaign whose last recipients wait (pair rate
     // limit) must not hold the number's throughput from other campaigns and single sends.
     if (!campaign.has_due) return campaign.pending_count <= 0 && (await campaignQueue.completeIfDone(this.db, campaign.id)) ? 1 : 0;
+    // A second's worth of sends already waiting for a place in the number's window (its answers come
+    // slower than the rate): claiming more would only make them wait longer, past their leases.
+    const rate = campaign.messages_per_second ?? 80;
+    if (this.sendWindow(campaign.phone_number_id!).waiting >= rate) return 0;
     // Whole batches only: the few slots freed since the last turn would make a batch of a handful
     // of recipients paying a whole batch's statements.
     const size = campaign.batch_size;
     const batches = Math.max(1, Math.min(BATCHES_PER_TURN, this.options.maxBatches - this.inFlight.size));
     const whole = Math.min(size, Math.max(1, campaign.pending_count));
-    const reservation = await this.pacer.reserve(campaign.phone_number_id!, size * batches, campaign.messages_per_second ?? 80, whole);
+    const reservation = await this.pacer.reserve(campaign.phone_number_id!, size * batches, rate, whole);
     if (reservation.granted === 0) return 0;
+    const claimedAt = Date.now();
     const recipients = await this.claim(campaign.id, reservation.granted);
     if (recipients.length === 0) return (await campaignQueue.completeIfDone(this.db, campaign.id)) ? 1 : 0;
     const context = this.sendContext(campaign, recipients);
     for (let from = 0; from < recipients.length; from += size) {
       const startAt = reservation.startAt + from * reservation.intervalMs;
-      const batch = this.sendBatch(campaign, context, recipients.slice(from, from + size), startAt, reservation.intervalMs)
+      const batch = this.sendBatch(campaign, context, recipients.slice(from, from + size), startAt, reservation.intervalMs, claimedAt)
         .catch((err) => this.logger?.error({ err, campaign_id: campaign.id }, 'campaign batch failed; its recipients are reconciled after their lease'))
         .finally(() => { this.inFlight.delete(batch); });
       this.inFlight.add(batch);
@@ -172,7 +183,7 @@ export class CampaignDispatcher {
     return { account, plan, mapping, media };
   }
 
-  private async sendBatch(campaign: RunningCampaign, sendContext: Promise<SendContext | null>, recipients: ClaimedRecipient[], startAt: number, intervalMs: number): Promise<void> {
+  private async sendBatch(campaign: RunningCampaign, sendContext: Promise<SendContext | null>, recipients: ClaimedRecipient[], startAt: number, intervalMs: number, claimedAt: number): Promise<void> {
     const context = await sendContext;
     if (!context) return;
     const { account, plan, mapping, media } = context;
@@ -185,13 +196,15 @@ export class CampaignDispatcher {
     }));
     await campaignQueue.recordAttempts(this.db, campaign.tenant_id, campaign, sends);
 
-    const claimedAt = Date.now();
+    const attemptedAt = Date.now();
     const window = this.sendWindow(account.phoneNumberId);
     const perSecond = Math.max(1, Math.floor(1000 / intervalMs + 1e-9));
+    const issueBy = claimedAt + (this.options.issueWithinMs ?? Infinity);
     const results = await Promise.all(sends.map(async (send, i) => {
       await sleepUntil(startAt + i * intervalMs);
-      const release = await window.acquire(perSecond);
-      if ((this.halted.get(campaign.id) ?? -Infinity) >= claimedAt) {
+      const release = await window.acquire(perSecond, issueBy);
+      if (!release) return { send, outcome: null };
+      if ((this.halted.get(campaign.id) ?? -Infinity) >= attemptedAt) {
         release(false);
         return { send, outcome: null };
       }

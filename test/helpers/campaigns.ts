@@ -15,7 +15,7 @@ export const CAMPAIGN_ENV = { CAMPAIGN_POLL_MS: '20', WORKER_POLL_MS: '50', SEND
 export function runCampaignWorkers(t: UpstreamTestApp, tenantIds: string[], overrides: Partial<ConstructorParameters<typeof CampaignDispatcher>[4]> = {}): RunningLoops & { dispatcher: CampaignDispatcher } {
   const c = t.deps.config;
   const dispatcher = new CampaignDispatcher(t.deps.db, t.deps.upstream, t.deps.media, t.deps.pacer, {
-    secretsKey: c.secretsKey, leaseMs: c.campaignLeaseMs, reconcileMs: c.sendReconcileMs, maxBatches: c.campaignMaxBatches, maxAttempts: c.campaignMaxAttempts,
+    secretsKey: c.secretsKey, leaseMs: c.campaignLeaseMs, issueWithinMs: c.campaignIssueWithinMs, reconcileMs: c.sendReconcileMs, maxBatches: c.campaignMaxBatches, maxAttempts: c.campaignMaxAttempts,
     onlyTenants: tenantIds, ...overrides,
   }, pino({ level: process.env.TEST_LOG_LEVEL ?? 'silent' }));
   const loops = startLoops([

@@ -173,6 +173,9 @@ export class SendPacer {
  * evenly spaced slots alone do not hold this, since sends held up together arrive together.
  * Sends are let through in the order they ask.
  */
+/** Gives a send's place back: `sent` false when nothing was sent (then it leaves the window at once). */
+export type Release = (sent?: boolean) => void;
+
 export class SendWindow {
   private inFlight = 0;
   /** When each answered send leaves the window, ascending from `head`. */
@@ -180,24 +183,37 @@ export class SendWindow {
   private head = 0;
   private answered: (() => void) | null = null;
   private turn: Promise<unknown> = Promise.resolve();
+  /** Sends waiting for a place. */
+  waiting = 0;
 
   constructor(private readonly windowMs = 1000) {}
 
-  /** Waits for a place; the returned function gives it back, `sent` false when nothing was sent. */
-  acquire(limit: number): Promise<(sent?: boolean) => void> {
-    const mine = this.turn.then(() => this.place(limit));
+  /**
+   * Waits for a place and returns what gives it back; null when no place was free by `deadline`
+   * (epoch ms): that send must not go out.
+   */
+  acquire(limit: number): Promise<Release>;
+  acquire(limit: number, deadline: number): Promise<Release | null>;
+  acquire(limit: number, deadline = Infinity): Promise<Release | null> {
+    this.waiting++;
+    const mine = this.turn.then(() => this.place(limit, deadline)).finally(() => { this.waiting--; });
     this.turn = mine;
     return mine;
   }
 
-  private async place(limit: number): Promise<(sent?: boolean) => void> {
+  private async place(limit: number, deadline: number): Promise<Release | null> {
     for (;;) {
       const now = Date.now();
       while (this.head < this.leaving.length && this.leaving[this.head] <= now) this.head++;
       if (this.head > 1024) { this.leaving = this.leaving.slice(this.head); this.head = 0; }
       if (this.inFlight + this.leaving.length - this.head < limit) break;
-      if (this.head < this.leaving.length) await new Promise((resolve) => setTimeout(resolve, this.leaving[this.head] - now));
-      else await new Promise<void>((resolve) => { this.answered = resolve; });
+      if (now >= deadline) return null;
+      // Until the first answered send leaves, or (all in flight) an answer, or the deadline.
+      const until = Math.min(deadline, this.head < this.leaving.length ? this.leaving[this.head] : Infinity);
+      await new Promise<void>((resolve) => {
+        const timer = until === Infinity ? null : setTimeout(resolve, until - now);
+        this.answered = () => { if (timer) clearTimeout(timer); resolve(); };
+      });
     }
     this.inFlight++;
     let held = true;
