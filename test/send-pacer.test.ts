@@ -38,6 +38,17 @@ function pacerRules(name: string, make: () => SendPacer) {
       expect((await pacer.reserve(number(), 3, 100, 50)).granted).toBe(3);
     });
 
+    it('a rate slower than one slot per horizon still gets the next slot, and only that one', async () => {
+      const pacer = make();
+      const id = number();
+      // 1/s with a 500 ms horizon: one slot now, the next a second later.
+      const first = await pacer.reserve(id, 5, 1);
+      expect(first.granted).toBe(1);
+      expect(first.intervalMs).toBeCloseTo(1000, 5);
+      expect((await pacer.reserve(id, 5, 1)).granted).toBe(0);
+      expect((await pacer.reserve(number(), 5, 1, 5)).granted).toBe(1);
+    });
+
     it('a 130429 halves the rate; it recovers by a quarter per recovery period', async () => {
       const pacer = make();
       const id = number();
@@ -137,8 +148,9 @@ describe('send window', () => {
     (await next)();
     expect(Date.now() - answeredAt).toBeGreaterThanOrEqual(99);
     expect(window.waiting).toBe(0);
-    // A place free before the deadline is taken at once.
+    // A place free before the deadline is taken at once; none is given once the deadline has come.
     const roomy = new SendWindow(100);
+    expect(await roomy.acquire(1, Date.now() - 1)).toBeNull();
     expect(await roomy.acquire(1, Date.now() + 1000)).toBeTypeOf('function');
   });
 

@@ -39,8 +39,12 @@ function effectiveFactor(state: PaceState, now: number, recoveryMs: number): num
 function reserveFrom(state: PaceState, now: number, want: number, unit: number, rate: number, horizonMs: number, recoveryMs: number): Reservation {
   const interval = 1000 / (rate * effectiveFactor(state, now, recoveryMs));
   const tat = Math.max(state.tat, now);
+  // A number with nothing reserved gets its slot now even when the horizon is shorter than one
+  // slot (else a number slower than one slot per horizon never got one).
+  const fit = Math.floor((now + horizonMs - tat) / interval);
+  const room = tat === now ? Math.max(1, fit) : fit;
   const whole = Math.max(1, Math.min(unit, want, Math.floor(horizonMs / interval)));
-  const granted = Math.floor(Math.max(0, Math.min(want, Math.floor((now + horizonMs - tat) / interval))) / whole) * whole;
+  const granted = Math.floor(Math.max(0, Math.min(want, room)) / whole) * whole;
   state.tat = tat + granted * interval;
   return { granted, startAt: tat, intervalMs: interval };
 }
@@ -60,6 +64,7 @@ end
 local interval = 1000 / (rate * factor)
 if tat < now then tat = now end
 local granted = math.floor((now + horizon - tat) / interval)
+if tat == now and granted < 1 then granted = 1 end
 if granted > want then granted = want end
 if granted < 0 then granted = 0 end
 -- Whole units only (a unit is never more than asked for or than the horizon holds): the rest waits for the next call.
@@ -189,8 +194,8 @@ export class SendWindow {
   constructor(private readonly windowMs = 1000) {}
 
   /**
-   * Waits for a place and returns what gives it back; null when no place was free by `deadline`
-   * (epoch ms): that send must not go out.
+   * Waits for a place and returns what gives it back; null once `deadline` (epoch ms) has come
+   * without one, even if a place is free then: that send must not go out.
    */
   acquire(limit: number): Promise<Release>;
   acquire(limit: number, deadline: number): Promise<Release | null>;
@@ -206,8 +211,8 @@ export class SendWindow {
       const now = Date.now();
       while (this.head < this.leaving.length && this.leaving[this.head] <= now) this.head++;
       if (this.head > 1024) { this.leaving = this.leaving.slice(this.head); this.head = 0; }
-      if (this.inFlight + this.leaving.length - this.head < limit) break;
       if (now >= deadline) return null;
+      if (this.inFlight + this.leaving.length - this.head < limit) break;
       // Until the first answered send leaves, or (all in flight) an answer, or the deadline.
       const until = Math.min(deadline, this.head < this.leaving.length ? this.leaving[this.head] : Infinity);
       await new Promise<void>((resolve) => {
