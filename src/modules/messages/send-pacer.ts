@@ -169,6 +169,9 @@ export class SendPacer {
   }
 }
 
+/** Gives a send's place back: `sent` false when nothing was sent (then it leaves the window at once). */
+export type Release = (sent?: boolean) => void;
+
 /**
  * One process's sends to one number: at most `limit` in any one-second window as the upstream
  * receives them. A send reaches the upstream somewhere between being issued and its answer, so it
@@ -178,9 +181,6 @@ export class SendPacer {
  * evenly spaced slots alone do not hold this, since sends held up together arrive together.
  * Sends are let through in the order they ask.
  */
-/** Gives a send's place back: `sent` false when nothing was sent (then it leaves the window at once). */
-export type Release = (sent?: boolean) => void;
-
 export class SendWindow {
   private inFlight = 0;
   /** When each answered send leaves the window, ascending from `head`. */
