@@ -1,5 +1,6 @@
 import { createHmac, randomUUID } from 'node:crypto';
 import { sql } from 'kysely';
+import pg from 'pg';
 import pino from 'pino';
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import { loadConfig } from '../src/config.ts';
@@ -281,6 +282,68 @@ describe('the deliverer run by run (own database, scripted attempts)', () => {
       expect(s.attempted).toHaveLength(3);
       expect(await leasedOf([late])).toHaveLength(0);
     } finally {
+      await finish(d, s);
+    }
+  });
+
+  it('drain records a result still waiting for its batch (fewer than a slot set) before it returns', async () => {
+    const s = scriptedSender('instant');
+    const d = deliverer(s.sender, { concurrency: 2 });
+    const a = await endpointWith(1);
+    try {
+      await d.runOnce();
+      await settledTick();
+      // One result, under a slot set: its record waits up to 10 ms for more; drain does not.
+      expect(d.stats.flushed).toBe(0);
+      await d.drain(50);
+      expect(d.stats.flushed).toBe(1);
+      expect((await rowsOf([a]))[0].status).toBe('success');
+    } finally {
+      await finish(d, s);
+    }
+  });
+
+  it('results waiting to be recorded: more than two slot sets stop claims, and drain waits until they are recorded', async () => {
+    const s = scriptedSender('instant');
+    const d = deliverer(s.sender, { concurrency: 2, endpointConcurrency: 1, pollMs: 20 });
+    const first = [await endpointWith(2), await endpointWith(2), await endpointWith(2)];
+    // Another connection holds the endpoint rows: recording their attempts (it locks them) waits.
+    const holder = new pg.Client({ connectionString: database.url });
+    await holder.connect();
+    let holding = true;
+    const letGo = async () => { if (holding) { holding = false; await holder.query('ROLLBACK'); } };
+    try {
+      await holder.query('BEGIN');
+      await holder.query('SELECT id FROM webhook_endpoints WHERE id = ANY($1::uuid[]) FOR UPDATE', [first]);
+      // Six attempts end at once; the first two went into a record that waits: four results wait.
+      await d.runOnce();
+      await eventually(async () => s.attempted.length === 6, 5_000, 5);
+      await settledTick();
+      // Four (two slot sets) do not stop claims...
+      const fourth = await endpointWith(2);
+      await d.runOnce();
+      expect(d.stats.claimed).toBe(8);
+      await eventually(async () => s.attempted.length === 8, 5_000, 5);
+      await settledTick();
+      // ...six do.
+      const fifth = await endpointWith(2);
+      await d.runOnce();
+      expect(d.stats.claimed).toBe(8);
+      expect(await leasedOf([fifth])).toHaveLength(0);
+      // Drain waits for the record that waits, then records the rest.
+      let drained = false;
+      const draining = d.drain(50).then(() => { drained = true; });
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      expect(drained).toBe(false);
+      await letGo();
+      await draining;
+      // Every result is recorded when drain returns, not left to a record still under way.
+      expect(d.stats.flushed).toBe(8);
+      const rows = await rowsOf([...first, fourth]);
+      expect(rows.map((r) => r.status)).toEqual(Array(8).fill('success'));
+    } finally {
+      await letGo();
+      await holder.end();
       await finish(d, s);
     }
   });
