@@ -337,6 +337,7 @@ describe('the deliverer\'s slots, waiting rows, pace and records (own database, 
     vi.useFakeTimers({ toFake: ['Date', 'performance'] });
     const s = scriptedSender();
     // 24 rows at most in the process; an endpoint may hold at most half (12) with its two slots.
+    vi.advanceTimersByTime(1_000); // attempts start at a clock reading other than 0
     const d = deliverer(s, { concurrency: 4, endpointConcurrency: 2, retryConcurrency: 2 });
     const e = await endpointWith(30);
     expect(await d.runOnce()).toBe(4); // no pace yet: two caps
