@@ -1,6 +1,9 @@
 import { randomBytes } from 'node:crypto';
+import { join } from 'node:path';
 import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { MediaService } from '../src/modules/media/media.service.ts';
+import { LocalDiskStorage } from '../src/modules/media/media.storage.ts';
 import type { SendTemplateRequest, SendTemplateResult, UpstreamClient, UpstreamError, UpstreamOutcome } from '../src/upstream/types.ts';
 import { CampaignDispatcher, startDueCampaigns } from '../src/workers/campaign-dispatcher.ts';
 import { call } from './helpers/app.ts';
@@ -152,6 +155,51 @@ describe('campaign dispatcher: each upstream answer, recorded', () => {
     expect(headers[0]).toContain(media.upstream_media_id);
     const recipients = await t.deps.db.selectFrom('campaign_recipients').select('status').where('campaign_id', '=', id).execute();
     expect(recipients.map((r) => r.status)).toEqual(Array(6).fill('sent'));
+  });
+
+  it('a mapped media asset deleted while the campaign runs fails the campaign: nothing is sent, its recipients stay pending', async () => {
+    const { tenant, id } = await runningCampaign(3, { imageHeader: true });
+    const media = await t.deps.db.selectFrom('media').select('id').where('tenant_id', '=', tenant.id).executeTakeFirstOrThrow();
+    expect((await call(t.app, tenant, 'DELETE', `/media/${media.id}`)).statusCode).toBe(200);
+    const sent = await dispatchOnce(tenant.id, new Map());
+    expect(sent).toEqual([]);
+    const campaign = await t.deps.db.selectFrom('campaigns').select(['status', 'failure_reason']).where('id', '=', id).executeTakeFirstOrThrow();
+    expect(campaign.status).toBe('FAILED');
+    expect(campaign.failure_reason).toBe(`A mapped media asset cannot be sent: Media ${media.id} not found`);
+    const recipients = await t.deps.db.selectFrom('campaign_recipients').select(['status', 'attempts', 'lease_until']).where('campaign_id', '=', id).execute();
+    expect(recipients).toEqual(Array(3).fill({ status: 'pending', attempts: 0, lease_until: null }));
+    expect(await eventsOf(t.deps, tenant.id, 'campaign.failed')).toHaveLength(1);
+  });
+
+  it('a media upload that fails is retried after a wait, and fails the campaign once maxAttempts claims met it', async () => {
+    const { tenant, id } = await runningCampaign(2, { imageHeader: true });
+    const upstream = {
+      uploadMedia: async () => ({ kind: 'retryable', error: null, retryAfterMs: 1000, reason: 'http 503' }),
+      sendTemplate: async () => { throw new Error('nothing is sent without the media'); },
+    } as unknown as UpstreamClient;
+    const c = t.deps.config;
+    const media = new MediaService(t.deps.db, new LocalDiskStorage(join(c.dataDir, 'media')), upstream, c.mediaUpstreamTtlMs);
+    const dispatcher = new CampaignDispatcher(t.deps.db, upstream, media, t.deps.pacer, {
+      secretsKey: c.secretsKey, leaseMs: c.campaignLeaseMs, reconcileMs: RECONCILE_MS, maxBatches: 4, maxAttempts: 2, onlyTenants: [tenant.id],
+    }, pino({ level: 'silent' }));
+    const turn = async () => { await dispatcher.dispatchOnce(); await dispatcher.drain(); };
+    const recipients = () => t.deps.db.selectFrom('campaign_recipients').select(['status', 'attempts', 'not_before']).where('campaign_id', '=', id).execute();
+    const status = async () => (await t.deps.db.selectFrom('campaigns').select(['status', 'failure_reason']).where('id', '=', id).executeTakeFirstOrThrow());
+
+    const started = Date.now();
+    await turn();
+    expect((await status()).status).toBe('RUNNING');
+    for (const r of await recipients()) {
+      expect(r).toMatchObject({ status: 'pending', attempts: 1 });
+      near(r.not_before, started + 10_000, Date.now() - started + 1_000);
+    }
+    // Due again: the second claim is the last attempt.
+    await t.deps.db.updateTable('campaign_recipients').set({ not_before: null }).where('campaign_id', '=', id).execute();
+    await turn();
+    const failed = await status();
+    expect(failed.status).toBe('FAILED');
+    expect(failed.failure_reason).toMatch(/^A mapped media asset cannot be sent: The messaging platform is temporarily unavailable while uploading media/);
+    expect((await recipients()).map((r) => [r.status, r.attempts])).toEqual([['pending', 1], ['pending', 1]]);
   });
 
   it('the scheduler starts a due campaign once and says how many it started', async () => {

@@ -1,6 +1,7 @@
 import type { Logger } from 'pino';
 import type { Db } from '../db/database.ts';
 import { decryptSecret } from '../crypto/secrets.ts';
+import { AppError } from '../http/errors.ts';
 import { resolveSendComponents, type MediaForSend, type VariableMapping } from '../modules/campaigns/campaigns.mapping.ts';
 import { campaignQueue, FIRST_ID, type ClaimedRecipient, type RunningCampaign } from '../modules/campaigns/campaigns.queue.ts';
 import { campaignsRepository } from '../modules/campaigns/campaigns.repository.ts';
@@ -35,6 +36,8 @@ export interface CampaignDispatcherOptions {
 
 /** Batches one campaign may start in one turn (one reservation, one claim) before the next campaign's turn. */
 const BATCHES_PER_TURN = 8;
+/** After a mapped media asset failed to upload, how long its claimed recipients wait. */
+const MEDIA_RETRY_MS = 10_000;
 const MEDIA_TYPES: Record<string, MediaType> = { IMAGE: 'image', VIDEO: 'video', DOCUMENT: 'document' };
 const sleepUntil = (at: number) => new Promise<void>((resolve) => setTimeout(resolve, Math.max(0, at - Date.now())));
 
@@ -179,8 +182,30 @@ export class CampaignDispatcher {
     const account: UpstreamAccount = { wabaId: campaign.waba_id!, phoneNumberId: campaign.phone_number_id!, accessToken };
     const plan = placeholderPlan(campaign.template_components ?? []);
     const mapping = (campaign.variable_mapping ?? null) as VariableMapping | null;
-    const media = await this.resolveMedia(campaign, mapping, plan.header?.format, account);
-    return { account, plan, mapping, media };
+    try {
+      const media = await this.resolveMedia(campaign, mapping, plan.header?.format, account);
+      return { account, plan, mapping, media };
+    } catch (err) {
+      await this.mediaUnavailable(campaign, claimed, err as Error);
+      return null;
+    }
+  }
+
+  /**
+   * A mapped media asset could not be resolved. Deleted (or no longer of the header's type), or
+   * still failing after maxAttempts claims: the campaign fails and its recipients stay pending.
+   * Otherwise (the upload failed, say the upstream was unavailable) the claimed recipients wait
+   * MEDIA_RETRY_MS before they are claimed again.
+   */
+  private async mediaUnavailable(campaign: RunningCampaign, claimed: ClaimedRecipient[], err: Error): Promise<void> {
+    const permanent = err instanceof AppError && (err.code === 'NOT_FOUND' || err.code === 'VALIDATION_ERROR');
+    const exhausted = claimed.some((r) => r.attempts >= this.options.maxAttempts);
+    const outcomes: Outcomes = { accepted: [], failed: [], unknown: [], retry: [], unsent: [] };
+    if (permanent || exhausted) outcomes.unsent = claimed.map((r) => ({ id: r.id }));
+    else outcomes.retry = claimed.map((r) => ({ id: r.id, retryAt: new Date(Date.now() + MEDIA_RETRY_MS) }));
+    await this.db.transaction().execute((tx) => campaignQueue.recordOutcomes(tx, outcomes));
+    if (permanent || exhausted) await this.failCampaign(campaign, `A mapped media asset cannot be sent: ${err.message}`, null);
+    else this.logger?.warn({ err, campaign_id: campaign.id }, 'campaign media could not be uploaded; its recipients are retried later');
   }
 
   private async sendBatch(campaign: RunningCampaign, sendContext: Promise<SendContext | null>, recipients: ClaimedRecipient[], startAt: number, intervalMs: number, claimedAt: number): Promise<void> {
