@@ -167,8 +167,9 @@ export class CampaignDispatcher {
   /**
    * What every batch of one claim shares, built once: the account with its decrypted token, the
    * template's placeholders, and each mapped media asset's upstream id (so a first use uploads it
-   * once, not once per batch). Null when the token cannot be decrypted: then nothing is sent, the
-   * claimed recipients go back to pending for whoever can send them, and the campaign fails.
+   * once, not once per batch). Null when the token cannot be decrypted (nothing is sent, the
+   * claimed recipients go back to pending for whoever can send them, and the campaign fails) or a
+   * mapped media asset cannot be resolved (see mediaUnavailable).
    */
   private async sendContext(campaign: RunningCampaign, claimed: ClaimedRecipient[]): Promise<SendContext | null> {
     let accessToken: string;
