@@ -176,8 +176,7 @@ export class CampaignDispatcher {
     try {
       accessToken = decryptSecret(this.options.secretsKey, campaign.access_token_enc!);
     } catch {
-      await this.db.transaction().execute((tx) => campaignQueue.recordOutcomes(tx, { accepted: [], failed: [], unknown: [], retry: [], unsent: claimed.map((r) => ({ id: r.id })) }));
-      await this.failCampaign(campaign, 'The business account\'s access token cannot be decrypted (was SECRETS_KEY changed?); reconnect the account', null);
+      await this.failClaimed(campaign, claimed, 'The business account\'s access token cannot be decrypted (was SECRETS_KEY changed?); reconnect the account');
       return null;
     }
     const account: UpstreamAccount = { wabaId: campaign.waba_id!, phoneNumberId: campaign.phone_number_id!, accessToken };
@@ -200,13 +199,19 @@ export class CampaignDispatcher {
    */
   private async mediaUnavailable(campaign: RunningCampaign, claimed: ClaimedRecipient[], err: Error): Promise<void> {
     const permanent = err instanceof AppError && (err.code === 'NOT_FOUND' || err.code === 'VALIDATION_ERROR');
-    const exhausted = claimed.some((r) => r.attempts >= this.options.maxAttempts);
-    const outcomes: Outcomes = { accepted: [], failed: [], unknown: [], retry: [], unsent: [] };
-    if (permanent || exhausted) outcomes.unsent = claimed.map((r) => ({ id: r.id }));
-    else outcomes.retry = claimed.map((r) => ({ id: r.id, retryAt: new Date(Date.now() + MEDIA_RETRY_MS) }));
-    await this.db.transaction().execute((tx) => campaignQueue.recordOutcomes(tx, outcomes));
-    if (permanent || exhausted) await this.failCampaign(campaign, `A mapped media asset cannot be sent: ${err.message}`, null);
-    else this.logger?.warn({ err, campaign_id: campaign.id }, 'campaign media could not be uploaded; its recipients are retried later');
+    if (permanent || claimed.some((r) => r.attempts >= this.options.maxAttempts)) {
+      await this.failClaimed(campaign, claimed, `A mapped media asset cannot be sent: ${err.message}`);
+      return;
+    }
+    const retryAt = new Date(Date.now() + MEDIA_RETRY_MS);
+    await this.db.transaction().execute((tx) => campaignQueue.recordOutcomes(tx, { accepted: [], failed: [], unknown: [], unsent: [], retry: claimed.map((r) => ({ id: r.id, retryAt })) }));
+    this.logger?.warn({ err, campaign_id: campaign.id }, 'campaign media could not be uploaded; its recipients are retried later');
+  }
+
+  /** Nothing of the claim can be sent: its recipients go back to pending unsent, and the campaign fails. */
+  private async failClaimed(campaign: RunningCampaign, claimed: ClaimedRecipient[], reason: string): Promise<void> {
+    await this.db.transaction().execute((tx) => campaignQueue.recordOutcomes(tx, { accepted: [], failed: [], unknown: [], retry: [], unsent: claimed.map((r) => ({ id: r.id })) }));
+    await this.failCampaign(campaign, reason, null);
   }
 
   private async sendBatch(campaign: RunningCampaign, sendContext: Promise<SendContext | null>, recipients: ClaimedRecipient[], startAt: number, intervalMs: number, claimedAt: number): Promise<void> {
