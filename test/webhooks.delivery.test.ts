@@ -11,7 +11,7 @@ import { WebhookSender } from '../src/modules/webhooks/webhooks.sender.ts';
 import { createWebhookDeliverer } from '../src/worker.ts';
 import { WebhookDeliverer } from '../src/workers/webhook-deliverer.ts';
 import { startLoops, type RunningLoops } from '../src/workers/loop.ts';
-import { call, createTenant, eventually, makeTempDir, removeTempDir, startTestApp, uniquePhone, type TestApp, type TestTenant } from './helpers/app.ts';
+import { call, createTenant, eventually, itOnPostgresServer, makeTempDir, removeTempDir, startTestApp, uniquePhone, type TestApp, type TestTenant } from './helpers/app.ts';
 import { startReceiver, type Receiver } from './helpers/https-receiver.ts';
 import { createOwnDatabase } from './helpers/own-database.ts';
 
@@ -303,7 +303,7 @@ describe('the deliverer run by run (own database, scripted attempts)', () => {
     }
   });
 
-  it('results waiting to be recorded: more than two slot sets stop claims, and drain waits until they are recorded', async () => {
+  itOnPostgresServer('a second connection holds the endpoint rows (PGlite has one)')('results waiting to be recorded: more than two slot sets stop claims, and drain waits until they are recorded', async () => {
     const s = scriptedSender('instant');
     const d = deliverer(s.sender, { concurrency: 2, endpointConcurrency: 1, pollMs: 20 });
     const first = [await endpointWith(2), await endpointWith(2), await endpointWith(2)];
