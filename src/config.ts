@@ -77,6 +77,8 @@ export interface Config {
   sendReconcileMs: number;
   campaignMaxBatches: number;
   campaignMaxAttempts: number;
+  campaignDeferMs: number;
+  campaignDeferAttempts: number;
   /** How far ahead a phone number's send slots are handed out; how fast a rate halved by 130429 recovers. */
   pacingHorizonMs: number;
   pacingRecoveryMs: number;
@@ -164,9 +166,12 @@ function campaignWorkerConfig(env: Env) {
     // window; one not issued by then goes back to pending, so that it and its upstream call end
     // inside its lease, with half the lease's spare time left for clocks and scheduling.
     campaignIssueWithinMs: horizon + Math.floor((leaseMs - horizon - upstreamTimeout) / 2),
-    sendReconcileMs: int(env, 'SEND_RECONCILE_MS', 120_000),
+    sendReconcileMs: int(env, 'SEND_RECONCILE_MS', 60_000),
     campaignMaxBatches: Math.max(1, int(env, 'CAMPAIGN_MAX_BATCHES', 64)),
     campaignMaxAttempts: Math.max(1, int(env, 'CAMPAIGN_MAX_ATTEMPTS', 5)),
+    // Meta's per-user marketing cap (131049): try again no sooner than a day later, a few times.
+    campaignDeferMs: Math.max(1, int(env, 'CAMPAIGN_DEFER_MS', 86_400_000)),
+    campaignDeferAttempts: Math.max(0, int(env, 'CAMPAIGN_DEFER_ATTEMPTS', 3)),
     pacingHorizonMs: horizon,
     pacingRecoveryMs: int(env, 'PACING_RECOVERY_MS', 5000),
   };

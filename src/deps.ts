@@ -16,6 +16,7 @@ import { ContactActivityService } from './modules/contacts/activity.service.ts';
 import { WebhookSender } from './modules/webhooks/webhooks.sender.ts';
 import { WebhooksService } from './modules/webhooks/webhooks.service.ts';
 import { CallbacksService } from './modules/callbacks/callbacks.service.ts';
+import { settleCallbackFailures } from './modules/campaigns/callback-failures.ts';
 import { MediaService } from './modules/media/media.service.ts';
 import { LocalDiskStorage } from './modules/media/media.storage.ts';
 import { MessagesService } from './modules/messages/messages.service.ts';
@@ -134,6 +135,9 @@ export async function createDeps(config: Config, logger: Logger = createLogger(c
   const templateSync = new TemplateStatusSync(db, upstream, config.secretsKey, { intervalMs: config.templatePollIntervalMs, batch: config.templatePollBatch }, logger);
   const pacer = new SendPacer(redis, { horizonMs: config.pacingHorizonMs, recoveryMs: config.pacingRecoveryMs });
   const callbacks = new CallbacksService(db, templateSync, logger);
+  // Failures by callback mean what the same code answered at send time means (src/upstream/outcomes.ts).
+  const retryPolicy = { maxAttempts: config.campaignMaxAttempts, deferMs: config.campaignDeferMs, deferAttempts: config.campaignDeferAttempts };
+  callbacks.onStatusesReceived((tx, tenantId, updates) => settleCallbackFailures(tx, tenantId, updates, retryPolicy));
   // Status callbacks of campaign messages move their recipients and the campaign's stats.
   callbacks.onStatusesApplied((tx, _tenantId, applied) => campaignQueue.applyStatuses(tx, applied.filter((a) => a.campaignId).map((a) => ({
     id: a.messageRowId, status: a.status, wamid: a.upstreamMessageId, code: a.error?.code ?? null, title: a.error?.title ?? null,

@@ -85,7 +85,7 @@ describe('campaign dispatcher: each upstream answer, recorded', () => {
     const started = Date.now();
     await dispatchOnce(tenant.id, new Map<string, Answer>([
       [timedOut, { kind: 'timeout' }],
-      [lost, retryable(null)],
+      [lost, { kind: 'retryable', error: null, retryAfterMs: 1000, reason: 'network: UND_ERR_SOCKET' }],
       [exhausted, retryable(upstreamError(131000, 'Title from the answer', 'retryable'))],
       [pairLimited, retryable(upstreamError(131056, 'Pair rate limit hit', 'retryable'))],
       [rateLimited, retryable(upstreamError(130429, 'Rate limit hit', 'retryable'))],
@@ -121,14 +121,21 @@ describe('campaign dispatcher: each upstream answer, recorded', () => {
     expect((await t.deps.pacer.reserve(phoneNumberId, 1, 80)).intervalMs).toBe(1000 / 80);
   });
 
-  it('a fatal answer fails the campaign with its code and title; 132015 and 132016 also mark the template paused or disabled', async () => {
-    for (const [code, title, templateStatus] of [[132015, 'Template is paused', 'paused'], [132016, 'Template is disabled', 'disabled'], [190, 'Access token has expired', 'approved']] as const) {
+  it('a stopping answer acts on the campaign: 132015 pauses it (template paused, recipient pending), 132016 fails it (template disabled), 190 fails it (account token_invalid, recipient pending)', async () => {
+    for (const [code, title, expected] of [
+      [132015, 'Template is paused', { campaign: 'PAUSED', paused_reason: 'template_paused', failure_reason: null, template: 'paused', account: 'active', recipient: 'pending' }],
+      [132016, 'Template is disabled', { campaign: 'FAILED', paused_reason: null, failure_reason: 'Upstream error 132016: Template is disabled', template: 'disabled', account: 'active', recipient: 'failed' }],
+      [190, 'Access token has expired', { campaign: 'FAILED', paused_reason: null, failure_reason: 'Upstream error 190: Access token has expired', template: 'approved', account: 'token_invalid', recipient: 'pending' }],
+    ] as const) {
       const { tenant, template, contacts, id } = await runningCampaign(1);
       await dispatchOnce(tenant.id, new Map([[contacts[0].phone, rejected(code, title)]]));
-      const campaign = await t.deps.db.selectFrom('campaigns').select(['status', 'failure_reason']).where('id', '=', id).executeTakeFirstOrThrow();
-      expect(campaign, String(code)).toEqual({ status: 'FAILED', failure_reason: `Upstream error ${code}: ${title}` });
+      const campaign = await t.deps.db.selectFrom('campaigns').select(['status', 'failure_reason', 'paused_reason']).where('id', '=', id).executeTakeFirstOrThrow();
+      expect(campaign, String(code)).toEqual({ status: expected.campaign, failure_reason: expected.failure_reason, paused_reason: expected.paused_reason });
       const row = await t.deps.db.selectFrom('templates').select('status').where('id', '=', template.id).executeTakeFirstOrThrow();
-      expect(row.status, String(code)).toBe(templateStatus);
+      expect(row.status, String(code)).toBe(expected.template);
+      const account = await t.deps.db.selectFrom('business_accounts').select('status').where('tenant_id', '=', tenant.id).executeTakeFirstOrThrow();
+      expect(account.status, String(code)).toBe(expected.account);
+      expect((await recipientOf(id, contacts[0].phone)).status, String(code)).toBe(expected.recipient);
     }
   });
 

@@ -36,7 +36,7 @@ describe('campaigns: dispatch', () => {
         const c = await getCampaign(tenant, id);
         return c.status === 'COMPLETED' && c.stats.read === 12 ? c : null;
       }, 20_000);
-      expect(done.stats).toEqual({ total: 12, sent: 12, delivered: 12, read: 12, failed: 0, pending: 0 });
+      expect(done.stats).toEqual({ total: 12, sent: 12, delivered: 12, read: 12, failed: 0, pending: 0, held: 0, deferred: 0, skipped: 0 });
       for (const contact of contacts) {
         const sends = await sendsTo(contact.phone);
         expect(sends).toHaveLength(1);
@@ -216,7 +216,8 @@ describe('campaigns: dispatch', () => {
       await sandboxControl(t.sandbox!, 'POST', '/__sandbox/recipients', { to: contacts[0].phone, outcome: 'reject', error_code: 131026 });
       await sandboxControl(t.sandbox!, 'POST', '/__sandbox/recipients', { to: contacts[1].phone, outcome: 'fail', error_code: 131049 });
       await sandboxControl(t.sandbox!, 'POST', '/__sandbox/recipients', { to: contacts[2].phone, outcome: 'reject', error_code: 131056 });
-      const id = await campaignFor(tenant, template.id, tag);
+      // retry_deferred false: the deferred recipient (131049) fails at once instead of waiting a day.
+      const id = await campaignFor(tenant, template.id, tag, { retry_deferred: false });
       await call(t.app, tenant, 'POST', `/campaigns/${id}/send`);
       // The pair-rate-limited recipient waits (6 s by Meta's advice) and stays pending meanwhile.
       const pendingRow = await eventually(async () => {
@@ -304,7 +305,7 @@ describe('campaigns: dispatch', () => {
     }
   });
 
-  it('a token the upstream refuses (190) fails the campaign; sends still waiting for their slot are not sent; the rest stays pending', async () => {
+  it('a token the upstream refuses (190) fails the campaign and stops the account; no recipient is failed for it; sends still waiting for their slot are not sent', async () => {
     const tenant = await createConnectedTenant(t.app);
     await setPace(tenant.id, 20);
     const workers = runCampaignWorkers(t, [tenant.id]);
@@ -323,14 +324,21 @@ describe('campaigns: dispatch', () => {
       await eventually(async () => ((await recipientStatuses(id)).sending ?? 0) === 0);
       const statuses = await recipientStatuses(id);
       expect(statuses.pending).toBeGreaterThan(0);
-      // At 20/s a second of slots (four batches of five) is claimed ahead; the first refusal halts
-      // what has not gone out yet: only sends already in flight with it can fail beside it.
-      expect(statuses.failed).toBeLessThanOrEqual(5);
+      // The recipients were not at fault: those refused and those still waiting for their slot go
+      // back to pending unsent (a reconnected account can send them in a new campaign).
+      expect(statuses.failed ?? 0).toBe(0);
       // Recipients put back unsent leave no message row behind.
       const rows = await t.deps.db.selectFrom('messages').select((eb) => eb.fn.countAll<string>().as('n')).where('campaign_id', '=', id).executeTakeFirstOrThrow();
-      expect(Number(rows.n)).toBe(statuses.failed);
+      expect(Number(rows.n)).toBe(0);
+      expect(await eventsOf(t.deps, tenant.id, 'message.failed')).toEqual([]);
       const event = (await eventsOf(t.deps, tenant.id, 'campaign.failed'))[0];
       expect(event.data).toMatchObject({ id, status: 'FAILED', error_code: 190 });
+      // The account is stopped: the operator API shows it, and sends answer 404 until it is connected again.
+      const account = await t.deps.db.selectFrom('business_accounts').select('status').where('tenant_id', '=', tenant.id).executeTakeFirstOrThrow();
+      expect(account.status).toBe('token_invalid');
+      const single = await call(t.app, tenant, 'POST', '/messages/template', { to: contacts[0].phone, template_name: template.template_name, components: [{ type: 'body', parameters: [{ type: 'text', text: 'a' }, { type: 'text', text: 'b' }] }] });
+      expect(single.statusCode).toBe(404);
+      expect(single.json().error.message).toBe('No active WABA account for this tenant');
       for (const c of contacts) await sandboxControl(t.sandbox!, 'POST', '/__sandbox/recipients', { to: c.phone, outcome: 'ok' });
     } finally {
       await workers.stop();

@@ -318,7 +318,7 @@ describe('campaigns API: lifecycle, audience, recipients, errors, retarget', () 
         expect(Object.keys(row).sort()).toEqual(['code', 'count', 'fix', 'sample_message', 'title']);
         expect(row).toMatchObject({ title: info.title, fix: info.fix, sample_message: expect.stringMatching(/\S/) });
       }
-      expect((await get(tenant, campaignId)).stats).toEqual({ total: 58, sent: 3, delivered: 3, read: 3, failed: 55, pending: 0 });
+      expect((await get(tenant, campaignId)).stats).toEqual({ total: 58, sent: 3, delivered: 3, read: 3, failed: 55, pending: 0, held: 0, deferred: 0, skipped: 0 });
     });
 
     it('drill-down lists a code\'s failed recipients, limit 1-200 (default 50)', async () => {

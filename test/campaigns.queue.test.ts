@@ -59,7 +59,8 @@ describe('campaign recipient queue', () => {
   const truth = async (id: string) => {
     const rows = await t.deps.db.selectFrom('campaign_recipients').select('status').where('campaign_id', '=', id).execute();
     const count = (...statuses: string[]) => rows.filter((r) => statuses.includes(r.status)).length;
-    return { total: rows.length, sent: count('sent', 'delivered', 'read'), delivered: count('delivered', 'read'), read: count('read'), failed: count('failed'), pending: count('pending', 'sending') };
+    return { total: rows.length, sent: count('sent', 'delivered', 'read'), delivered: count('delivered', 'read'), read: count('read'), failed: count('failed'),
+      pending: count('pending', 'sending', 'held', 'deferred'), held: count('held'), deferred: count('deferred'), skipped: count('skipped') };
   };
   const statsOf = async (tenant: TestTenant, id: string) => (await call(t.app, tenant, 'GET', `/campaigns/${id}`)).json().stats;
 

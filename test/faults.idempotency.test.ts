@@ -108,7 +108,16 @@ describe('crash between commit and Idempotency-Key completion', () => {
 
     await start(port, env);
     await new Promise((r) => setTimeout(r, 1100)); // the dead request's key lock (IDEMPOTENCY_LOCK_MS) runs out
-    const retry = await fetch(`${base}/api/v1/public/messages/template`, { method: 'POST', headers: { ...tenant.auth, 'idempotency-key': key }, body });
+    // Until a callback says what became of the first attempt, a retry is told to wait (409 with
+    // Retry-After), never sent again; once the callback is in, it answers the original message id.
+    let retry: Response;
+    for (let i = 0; ; i++) {
+      retry = await fetch(`${base}/api/v1/public/messages/template`, { method: 'POST', headers: { ...tenant.auth, 'idempotency-key': key }, body });
+      if (retry.status !== 409) break;
+      expect(Number(retry.headers.get('retry-after'))).toBeGreaterThanOrEqual(1);
+      if (i > 100) throw new Error('the outcome never became known');
+      await new Promise((r) => setTimeout(r, 200));
+    }
     expect(retry.status).toBe(200);
     const answer = await retry.json() as Json;
     const sends = (await sandboxControl(sandbox, 'GET', `/__sandbox/sends?to=${encodeURIComponent(to)}`)).json.data as Json[];

@@ -191,22 +191,24 @@ describe('messages: POST /messages/template', () => {
     expect(ambiguous.json().error.details).toContainEqual({ type: 'missing', loc: ['body', 'components', 2, 'index'], msg: 'index is required: 2 template buttons could take these parameters', input: null });
   });
 
-  it('an upstream rejection is 502 (stored as failed); a per-recipient failure is 200 then message.failed', async () => {
+  it('an upstream refusal is a 400 naming the upstream code (stored as failed, one message.failed); a per-recipient failure is 200 then message.failed', async () => {
     const tenant = await createConnectedTenant(t.app);
     const template = await createApprovedTemplate(t.app, tenant);
     const rejected = uniquePhone();
     await sandboxControl(t.sandbox!, 'POST', '/__sandbox/recipients', { to: rejected, outcome: 'reject', error_code: 131009 });
     const res = await call(t.app, tenant, 'POST', '/messages/template', { to: rejected, template_name: template.template_name, components: bodyParams('a', 'b') });
-    expect(res.statusCode).toBe(502);
-    expect(res.json()).toMatchObject({ success: false, error: { code: 'UPSTREAM_ERROR' }, meta: { request_id: expect.any(String) } });
+    expect(res.statusCode).toBe(400);
+    expect(res.json()).toMatchObject({ success: false, error: { code: 'VALIDATION_ERROR', upstream_error: { code: 131009 } }, meta: { request_id: expect.any(String) } });
     const row = await t.deps.db.selectFrom('messages').selectAll().where('tenant_id', '=', tenant.id).where('to_phone', '=', rejected).executeTakeFirstOrThrow();
     expect(row).toMatchObject({ status: 'failed', error_code: 131009 });
+    const refused = await eventsOf(t.deps, tenant.id, 'message.failed');
+    expect(refused.map((e) => e.data)).toEqual([expect.objectContaining({ message_id: row.id, to: rejected, status: 'failed', error: { code: 131009, title: expect.any(String) } })]);
 
     const optedOut = uniquePhone();
     await sandboxControl(t.sandbox!, 'POST', '/__sandbox/recipients', { to: optedOut, outcome: 'fail', error_code: 131050 });
     const ok = await call(t.app, tenant, 'POST', '/messages/template', { to: optedOut, template_name: template.template_name, components: bodyParams('a', 'b') });
     expect(ok.statusCode).toBe(200);
-    const failed = await eventually(async () => (await eventsOf(t.deps, tenant.id, 'message.failed'))[0]);
+    const failed = await eventually(async () => (await eventsOf(t.deps, tenant.id, 'message.failed')).find((e) => (e.data as { to?: string }).to === optedOut));
     expect(failed.data).toMatchObject({ message_id: ok.json().message_id, to: optedOut, status: 'failed', error: { code: 131050, title: expect.any(String) } });
   });
 
@@ -256,7 +258,7 @@ describe('messages: upstream timeout and 5xx', () => {
         const r = await t.deps.db.selectFrom('messages').selectAll().where('tenant_id', '=', tenant.id).executeTakeFirstOrThrow();
         return r.status === 'read' ? r : null;
       });
-      expect(row).toMatchObject({ error_title: expect.stringMatching(/timeout/i), upstream_message_id: expect.stringMatching(/^wamid\./) });
+      expect(row).toMatchObject({ error_title: expect.stringMatching(/outcome unknown.*did not answer in time/i), upstream_message_id: expect.stringMatching(/^wamid\./) });
     } finally {
       await t.close();
     }

@@ -36,6 +36,7 @@ export interface BusinessAccountsTable {
   display_phone_number: string | null;
   access_token_enc: string;
   status: string;
+  status_reason: string | null;
   messages_per_second: Generated<number>;
   messaging_tier: Generated<string>;
   connected_at: ColumnType<Date, Date | string | undefined, Date | string>;
@@ -258,7 +259,12 @@ export interface CampaignsTable {
   delivered_count: Generated<number>;
   read_count: Generated<number>;
   failed_count: Generated<number>;
+  held_count: Generated<number>;
+  deferred_count: Generated<number>;
+  skipped_count: Generated<number>;
   failure_reason: string | null;
+  paused_reason: string | null;
+  retry_deferred: Generated<boolean>;
   retargeted_from: string | null;
   created_at: CreatedAt;
   updated_at: Timestamp | null;
@@ -276,6 +282,9 @@ export interface CampaignCounterMovesTable {
   delivered: number;
   read: number;
   failed: number;
+  held: Generated<number>;
+  deferred: Generated<number>;
+  skipped: Generated<number>;
 }
 
 export interface CampaignRecipientsTable {
@@ -292,6 +301,8 @@ export interface CampaignRecipientsTable {
   message_id: string | null;
   error_code: number | null;
   error_title: string | null;
+  defers: Generated<number>;
+  skip_reason: string | null;
   updated_at: Timestamp | null;
 }
 

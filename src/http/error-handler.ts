@@ -51,6 +51,7 @@ export const CLIENT_ERRORS: Record<string, { status: number; message: string }> 
 };
 
 export function sendError(reply: FastifyReply, error: AppError): FastifyReply {
+  if (error.retryAfterSeconds !== undefined) reply.header('retry-after', String(Math.max(1, Math.ceil(error.retryAfterSeconds))));
   // Spec 7: every 429 carries Retry-After (the rate limiter sets its own, more precise value).
   if (error.status === 429 && !reply.hasHeader('retry-after')) reply.header('retry-after', '1');
   return reply.code(error.status).type('application/json').send(errorEnvelope(reply.request.id, error.code, error.message, error.extras));

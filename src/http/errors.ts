@@ -39,11 +39,20 @@ export interface ErrorExtras {
   current_permissions?: string[];
   upgrade_required?: boolean;
   feature_key?: string;
+  /** A refusal by the messaging platform: its numeric code, title and details. */
+  upstream_error?: { code: number; title: string; details: string | null };
 }
 
 /** An expected failure: carries one of the spec's codes; the envelope is built in one place. */
 export class AppError extends Error {
   readonly status: number;
+  /** Seconds the caller should wait before retrying, sent as Retry-After. */
+  retryAfterSeconds?: number;
+  /**
+   * The request may have reached the upstream and its outcome is not known yet: its
+   * Idempotency-Key is kept (neither replayed nor released) until the outcome is.
+   */
+  outcomeUnknown = false;
   constructor(readonly code: ErrorCode, message: string, readonly extras: ErrorExtras = {}, status?: number) {
     super(message);
     this.status = status ?? DEFAULT_STATUS[code];

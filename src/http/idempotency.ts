@@ -60,6 +60,16 @@ export class IdempotencyStore {
       if (row.state === 'done') {
         return { kind: 'replay', status: row.response_status!, headers: row.response_headers ?? {}, body: row.response_body ? decryptSecret(this.secretsKey, row.response_body) : '' };
       }
+      if (row.state === 'unknown') {
+        // The earlier request's upstream outcome is unknown: one retry at a time takes the key and
+        // its resource, and decides from what the upstream has said of it since.
+        const taken = await this.db.updateTable('idempotency_keys')
+          .set({ state: 'running', locked_until: new Date(Date.now() + this.lockMs) })
+          .where('tenant_id', '=', req.tenantId).where('key', '=', req.key).where('state', '=', 'unknown')
+          .executeTakeFirst();
+        if (Number(taken.numUpdatedRows) === 1) return { kind: 'claimed', resourceId: row.resource_id };
+        continue;
+      }
       const takenOver = await this.db.updateTable('idempotency_keys')
         .set({ locked_until: new Date(Date.now() + this.lockMs) })
         .where('tenant_id', '=', req.tenantId).where('key', '=', req.key)
@@ -81,6 +91,12 @@ export class IdempotencyStore {
   /** Names the resource (a message row) the key's request recorded, in the transaction that records it. */
   async attachResource(tx: Tx, tenantId: string, key: string, resourceId: string): Promise<void> {
     await tx.updateTable('idempotency_keys').set({ resource_id: resourceId })
+      .where('tenant_id', '=', tenantId).where('key', '=', key).execute();
+  }
+
+  /** Keeps the key, with its resource, for a request whose upstream outcome is not known yet. */
+  async markUnknown(tenantId: string, key: string): Promise<void> {
+    await this.db.updateTable('idempotency_keys').set({ state: 'unknown', locked_until: null })
       .where('tenant_id', '=', tenantId).where('key', '=', key).execute();
   }
 

@@ -133,6 +133,10 @@ const DOCUMENT_SCHEMAS: Json = {
           current_permissions: { type: 'array', items: { type: 'string' }, description: 'Missing-scope 403 only: the scopes of the key.' },
           upgrade_required: { type: 'boolean', description: 'Plan-gate 403 (UPGRADE_REQUIRED) only.' },
           feature_key: { type: 'string', description: 'Plan-gate 403 only: the feature the plan lacks.' },
+          upstream_error: {
+            type: 'object', required: ['code', 'title', 'details'], description: 'A refusal by the messaging platform (send only): its numeric error code, title and details.',
+            properties: { code: { type: 'integer' }, title: { type: 'string' }, details: nullable({ type: 'string' }) },
+          },
         },
       },
       meta: {

@@ -30,6 +30,8 @@ declare module 'fastify' {
     idempotencyKey?: string;
     /** The claimed key as services see it (completed inside the write's transaction). */
     idempotencyScope?: IdempotencyScope;
+    /** The request's outcome at the upstream is unknown: its key is kept for the outcome (AppError.outcomeUnknown). */
+    outcomeUnknown?: boolean;
     /** Set once the request has been counted against the tenant's windows (never twice). */
     rateCounted: boolean;
   }
@@ -89,6 +91,7 @@ export function installPublicApiHooks(app: FastifyInstance, deps: PublicApiDeps)
   app.setErrorHandler(async (error, request, reply) => {
     if (request.auth && !request.rateCounted && (await countRequest(request, reply, deps))) return reply;
     if (!request.auth && request.caller) await showRateLimit(request.caller, reply, deps);
+    if (error instanceof AppError && error.outcomeUnknown) request.outcomeUnknown = true;
     return handleError(error as Parameters<typeof handleError>[0], request, reply);
   });
 
@@ -98,6 +101,10 @@ export function installPublicApiHooks(app: FastifyInstance, deps: PublicApiDeps)
     // Crash drills stop here: the handler's write has committed, the response is not out yet.
     await faultPoint('write:after-commit');
     request.idempotencyKey = undefined;
+    if (request.outcomeUnknown) {
+      await deps.idempotency.markUnknown(request.auth.tenantId, key);
+      return payload;
+    }
     const completed = request.idempotencyScope?.completed === true;
     // Completed with the write: the stored response is this one (same serialiser), and a failure
     // after the commit must not release a key whose write happened.

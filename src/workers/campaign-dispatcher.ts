@@ -10,8 +10,9 @@ import type { MediaService } from '../modules/media/media.service.ts';
 import type { MediaType } from '../modules/media/media.types.ts';
 import { SendWindow, type SendPacer } from '../modules/messages/send-pacer.ts';
 import { placeholderPlan } from '../modules/templates/templates.grammar.ts';
-import { lookupErrorCode, retryDelayMs } from '../upstream/error-codes.ts';
-import type { SendTemplateResult, UpstreamAccount, UpstreamClient, UpstreamOutcome } from '../upstream/types.ts';
+import { applyStop, applyTemplateStatus } from '../modules/campaigns/upstream-stops.ts';
+import { exhausted, isThrottle, outcomeOfSend, type FailureOutcome, type SendOutcome } from '../upstream/outcomes.ts';
+import type { UpstreamAccount, UpstreamClient } from '../upstream/types.ts';
 import type { WorkerLoop } from './loop.ts';
 
 export interface CampaignDispatcherOptions {
@@ -30,6 +31,10 @@ export interface CampaignDispatcherOptions {
   maxBatches: number;
   /** Retryable upstream answers (other than the rate limits) before a recipient fails. */
   maxAttempts: number;
+  /** A recipient Meta deferred (131049) is tried again this much later (CAMPAIGN_DEFER_MS; default a day)... */
+  deferMs?: number;
+  /** ...at most this many times, then fails (CAMPAIGN_DEFER_ATTEMPTS; default 3). */
+  deferAttempts?: number;
   /** Only these tenants' campaigns (tests that share one database run their own dispatchers). */
   onlyTenants?: string[];
 }
@@ -38,10 +43,11 @@ export interface CampaignDispatcherOptions {
 const BATCHES_PER_TURN = 8;
 /** After a mapped media asset failed to upload, how long its claimed recipients wait. */
 const MEDIA_RETRY_MS = 10_000;
+const DAY_MS = 86_400_000;
 const MEDIA_TYPES: Record<string, MediaType> = { IMAGE: 'image', VIDEO: 'video', DOCUMENT: 'document' };
 const sleepUntil = (at: number) => new Promise<void>((resolve) => setTimeout(resolve, Math.max(0, at - Date.now())));
 
-type Outcomes = Parameters<typeof campaignQueue.recordOutcomes>[1];
+type Outcomes = Required<Parameters<typeof campaignQueue.recordOutcomes>[1]>;
 interface SendContext {
   account: UpstreamAccount;
   plan: ReturnType<typeof placeholderPlan>;
@@ -102,6 +108,11 @@ export class CampaignDispatcher {
    * in the background; returns how many recipients it took.
    */
   private async startBatches(campaign: RunningCampaign): Promise<number> {
+    if (campaign.template_status === 'paused') {
+      // Paused by WhatsApp (a callback or a poll said so before any send did): its campaigns wait for it.
+      await this.db.transaction().execute((tx) => applyTemplateStatus(tx, [{ id: campaign.template_id, status: 'paused' }]));
+      return 1;
+    }
     const fatal = this.fatalCondition(campaign);
     if (fatal) {
       await this.failCampaign(campaign, fatal, null);
@@ -152,8 +163,10 @@ export class CampaignDispatcher {
 
   /** Why the campaign cannot go on: template no longer approved under the account, account gone. */
   private fatalCondition(c: RunningCampaign): string | null {
-    if (c.account_status !== 'active' || !c.phone_number_id) return 'The business account was disconnected';
-    if (c.template_status === 'paused') return 'The template was paused by WhatsApp (low quality)';
+    if (c.account_status !== 'active' || !c.phone_number_id) {
+      return c.account_status === 'token_invalid' || c.account_status === 'restricted'
+        ? `The business account was stopped by WhatsApp (${c.account_status}); an operator must connect it again` : 'The business account was disconnected';
+    }
     if (c.template_status === 'disabled') return 'The template was disabled by WhatsApp';
     if (c.template_status !== 'approved' || c.template_waba_id !== c.waba_id) return 'The template is no longer approved under the connected business account';
     return null;
@@ -204,13 +217,13 @@ export class CampaignDispatcher {
       return;
     }
     const retryAt = new Date(Date.now() + MEDIA_RETRY_MS);
-    await this.db.transaction().execute((tx) => campaignQueue.recordOutcomes(tx, { accepted: [], failed: [], unknown: [], unsent: [], retry: claimed.map((r) => ({ id: r.id, retryAt })) }));
+    await this.db.transaction().execute((tx) => campaignQueue.recordOutcomes(tx, { retry: claimed.map((r) => ({ id: r.id, retryAt })) }));
     this.logger?.warn({ err, campaign_id: campaign.id }, 'campaign media could not be uploaded; its recipients are retried later');
   }
 
   /** Nothing of the claim can be sent: its recipients go back to pending unsent, and the campaign fails. */
   private async failClaimed(campaign: RunningCampaign, claimed: ClaimedRecipient[], reason: string): Promise<void> {
-    await this.db.transaction().execute((tx) => campaignQueue.recordOutcomes(tx, { accepted: [], failed: [], unknown: [], retry: [], unsent: claimed.map((r) => ({ id: r.id })) }));
+    await this.db.transaction().execute((tx) => campaignQueue.recordOutcomes(tx, { unsent: claimed.map((r) => ({ id: r.id })) }));
     await this.failCampaign(campaign, reason, null);
   }
 
@@ -219,7 +232,7 @@ export class CampaignDispatcher {
     if (!context) return;
     const { account, plan, mapping, media } = context;
     const sends = recipients.map((r) => ({
-      id: r.id, contactId: r.contact_id, to: r.phone, attempts: r.attempts,
+      id: r.id, contactId: r.contact_id, to: r.phone, attempts: r.attempts, defers: r.defers,
       components: resolveSendComponents(mapping, plan, {
         first_name: r.first_name ?? '', last_name: r.last_name, phone: r.phone, email: r.email, company: r.company, job_title: r.job_title,
         status: r.status, source: r.source ?? '', custom_fields: r.custom_fields ?? {},
@@ -239,15 +252,15 @@ export class CampaignDispatcher {
         release(false);
         return { send, outcome: null };
       }
-      let outcome: UpstreamOutcome<SendTemplateResult>;
+      let outcome: SendOutcome;
       try {
-        outcome = await this.upstream.sendTemplate(account, {
+        outcome = outcomeOfSend(await this.upstream.sendTemplate(account, {
           to: send.to, templateName: campaign.template_name, language: campaign.language, components: send.components, callbackData: send.id, attempt: send.attempts - 1,
-        });
+        }), send.attempts - 1);
       } finally {
         release();
       }
-      if (outcome.kind === 'rejected' && outcome.error.errorClass === 'fatal') this.haltCampaign(campaign.id);
+      if (outcome.kind === 'template_stopped' || outcome.kind === 'account_stopped') this.haltCampaign(campaign.id);
       return { send, outcome };
     }));
     await this.record(campaign, results);
@@ -282,49 +295,52 @@ export class CampaignDispatcher {
     return resolved;
   }
 
-  private async record(campaign: RunningCampaign, results: { send: { id: string; attempts: number }; outcome: UpstreamOutcome<SendTemplateResult> | null }[]): Promise<void> {
-    const outcomes: Outcomes = { accepted: [], failed: [], retry: [], unknown: [], unsent: [] };
-    let fatal: { code: number; title: string } | null = null;
+  /** Acts on each send's outcome (src/upstream/outcomes.ts), in one transaction with what it stops. */
+  private async record(campaign: RunningCampaign, results: { send: { id: string; attempts: number; defers: number }; outcome: SendOutcome | null }[]): Promise<void> {
+    const outcomes: Outcomes = { accepted: [], failed: [], retry: [], deferred: [], unknown: [], unsent: [] };
+    let stop: FailureOutcome | null = null;
     let rateLimited = false;
     const now = Date.now();
+    const fail = (id: string, outcome: FailureOutcome) => outcomes.failed.push({ id, code: outcome.error!.code, title: outcome.error!.title });
     for (const { send, outcome } of results) {
       if (!outcome) { outcomes.unsent.push({ id: send.id }); continue; }
       switch (outcome.kind) {
         case 'accepted':
-          outcomes.accepted.push({ id: send.id, wamid: outcome.value.messageId });
+        case 'held':
+          outcomes.accepted.push({ id: send.id, wamid: outcome.messageId, held: outcome.kind === 'held' });
           break;
-        case 'timeout':
+        case 'unknown':
+          // The send may have reached the upstream: callbacks decide within the reconciliation window.
           outcomes.unknown.push({ id: send.id, reconcileAt: new Date(now + this.options.reconcileMs) });
           break;
-        case 'retryable': {
-          const code = outcome.error?.code;
-          // No answer at all (connection lost): the send may have reached the upstream; callbacks decide.
-          if (code === undefined) { outcomes.unknown.push({ id: send.id, reconcileAt: new Date(now + this.options.reconcileMs) }); break; }
-          if (code === 130429) rateLimited = true;
-          const throttle = code === 130429 || code === 131056;
-          if (!throttle && send.attempts >= this.options.maxAttempts) {
-            outcomes.failed.push({ id: send.id, code, title: outcome.error?.title ?? lookupErrorCode(code)?.title ?? outcome.reason });
-          } else {
-            outcomes.retry.push({ id: send.id, retryAt: new Date(now + retryDelayMs(code, Math.max(0, send.attempts - 1))) });
-          }
+        case 'retry_later':
+          if (outcome.error?.code === 130429) rateLimited = true;
+          // Throttles slow the number (or the pair) down whatever maxAttempts says.
+          if (isThrottle(outcome) || send.attempts < this.options.maxAttempts) outcomes.retry.push({ id: send.id, retryAt: new Date(now + outcome.retryAfterMs) });
+          else fail(send.id, exhausted(outcome));
           break;
-        }
-        case 'rejected':
-          outcomes.failed.push({ id: send.id, code: outcome.error.code, title: outcome.error.title });
-          if (outcome.error.errorClass === 'fatal' && !fatal) fatal = { code: outcome.error.code, title: outcome.error.title };
+        case 'deferred':
+          if (campaign.retry_deferred && send.defers < (this.options.deferAttempts ?? 3)) outcomes.deferred.push({ id: send.id, retryAt: new Date(now + (this.options.deferMs ?? DAY_MS)) });
+          else fail(send.id, outcome);
           break;
+        case 'template_stopped':
+        case 'account_stopped':
+          stop ??= outcome;
+          // A paused template pauses the campaign: its recipient goes out once it is approved again.
+          // An account stopped fails the campaign; its recipients were not at fault.
+          if (outcome.kind === 'template_stopped' && outcome.templateStatus !== 'paused') fail(send.id, outcome);
+          else outcomes.unsent.push({ id: send.id });
+          break;
+        default:
+          fail(send.id, outcome);
       }
     }
     if (rateLimited) await this.pacer.penalise(campaign.phone_number_id!);
-    await this.db.transaction().execute((tx) => campaignQueue.recordOutcomes(tx, outcomes));
-    if (fatal) {
-      // A template paused or disabled at send time is also recorded on the template.
-      if (fatal.code === 132015 || fatal.code === 132016) {
-        await this.db.updateTable('templates').set({ status: fatal.code === 132015 ? 'paused' : 'disabled', updated_at: new Date() })
-          .where('id', '=', campaign.template_id).where('status', '=', 'approved').execute();
-      }
-      await this.failCampaign(campaign, `Upstream error ${fatal.code}: ${fatal.title}`, fatal.code);
-    }
+    await this.db.transaction().execute(async (tx) => {
+      await campaignQueue.recordOutcomes(tx, outcomes);
+      if (stop) await applyStop(tx, campaign.tenant_id, stop, campaign.template_id);
+    });
+    if (stop) this.logger?.warn({ campaign_id: campaign.id, tenant_id: campaign.tenant_id, outcome: stop.kind, code: stop.error?.code }, 'campaign stopped by the upstream');
   }
 }
 

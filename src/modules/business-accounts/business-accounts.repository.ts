@@ -28,10 +28,13 @@ export function toUpstreamAccount(account: ActiveAccount, secretsKey: Buffer): U
   return { wabaId: account.wabaId, phoneNumberId: account.phoneNumberId, accessToken: decryptSecret(secretsKey, account.accessTokenEnc) };
 }
 
-/** Routing of upstream callbacks: the tenant whose active account holds this phone-number id. */
+/**
+ * Routing of upstream callbacks: the tenant whose connected account holds this phone-number id (an
+ * account the upstream stopped still hears what became of the messages it sent).
+ */
 export async function findTenantByPhoneNumberId(db: Queryable, phoneNumberId: string): Promise<string | undefined> {
   const row = await db.selectFrom('business_accounts').select('tenant_id')
-    .where('phone_number_id', '=', phoneNumberId).where('status', '=', 'active')
+    .where('phone_number_id', '=', phoneNumberId).where('status', '<>', 'disconnected')
     .executeTakeFirst();
   return row?.tenant_id;
 }
@@ -39,7 +42,7 @@ export async function findTenantByPhoneNumberId(db: Queryable, phoneNumberId: st
 /** Template callbacks carry only the WABA id; several tenants may share one WABA (one phone number each). */
 export async function findTenantsByWabaId(db: Queryable, wabaId: string): Promise<string[]> {
   const rows = await db.selectFrom('business_accounts').select('tenant_id')
-    .where('waba_id', '=', wabaId).where('status', '=', 'active')
+    .where('waba_id', '=', wabaId).where('status', '<>', 'disconnected')
     .execute();
   return rows.map((r) => r.tenant_id);
 }

@@ -134,6 +134,8 @@ function toInbound(raw: RawInbound, contacts: Partial<RawContact>[]): InboundMes
  * duplicates. Template status changes are routed by the WABA id (entry.id).
  */
 export class CallbacksService {
+  /** Called with a tenant's statuses before they are applied, in the same transaction; returns those still to apply. */
+  private settleHooks: ((tx: Tx, tenantId: string, updates: StatusUpdate[]) => Promise<StatusUpdate[]>)[] = [];
   /** Called with every status a message moved to, inside the same transaction (campaign hook). */
   private statusHooks: ((tx: Tx, tenantId: string, applied: AppliedStatus[]) => Promise<void>)[] = [];
 
@@ -154,6 +156,10 @@ export class CallbacksService {
     if (this.routes.size > 10_000) this.routes.clear();
     this.routes.set(phoneNumberId, { tenantId, until: now + this.routeCacheMs });
     return { tenantId, fresh: true };
+  }
+
+  onStatusesReceived(hook: (tx: Tx, tenantId: string, updates: StatusUpdate[]) => Promise<StatusUpdate[]>): void {
+    this.settleHooks.push(hook);
   }
 
   onStatusesApplied(hook: (tx: Tx, tenantId: string, applied: AppliedStatus[]) => Promise<void>): void {
@@ -208,7 +214,9 @@ export class CallbacksService {
       }
       await this.db.transaction().execute(async (tx) => {
         if (batch.statuses.length > 0) {
-          const { applied, unknown } = await applyMessageStatuses(tx, tenantId, batch.statuses);
+          let updates = batch.statuses;
+          for (const settle of this.settleHooks) updates = await settle(tx, tenantId, updates);
+          const { applied, unknown } = await applyMessageStatuses(tx, tenantId, updates);
           if (unknown.length > 0) this.logger?.info({ tenant_id: tenantId, count: unknown.length }, 'status callbacks for messages this service did not send; ignored');
           for (const hook of this.statusHooks) await hook(tx, tenantId, applied);
           statuses += applied.length;

@@ -2,7 +2,10 @@ import { sql } from 'kysely';
 import type { Db, Tx } from '../../db/database.ts';
 import { foldCounterMoves, recordCounterMoves, type CampaignRow } from './campaigns.repository.ts';
 import { recordTransition } from './campaigns.service.ts';
-import { STATUS_RANK as MESSAGE_STATUS_RANK } from '../messages/messages.statuses.ts';
+import { recordEvents, type NewEvent } from '../../events/events.ts';
+import { refusedEvent, STATUS_RANK as MESSAGE_STATUS_RANK } from '../messages/messages.statuses.ts';
+
+type RefusedRow = Parameters<typeof refusedEvent>[0] & { tenant_id: string; error_code: number; error_title: string };
 
 /**
  * The recipient rows as the dispatcher's work queue (ARCHITECTURE 5). A recipient is claimed
@@ -27,6 +30,8 @@ export interface RunningCampaign {
   phone_number_id: string | null;
   access_token_enc: string | null;
   messages_per_second: number | null;
+  /** Recipients Meta deferred (131049) are tried again later, or fail at once. */
+  retry_deferred: boolean;
   /** Whether a pending recipient is due now (a pair-rate-limited one waits for its not_before). */
   has_due: boolean;
   /** Recipients pending or sending: none left means the campaign is complete. */
@@ -38,6 +43,8 @@ export interface ClaimedRecipient {
   contact_id: string | null;
   phone: string;
   attempts: number;
+  /** Times Meta deferred this recipient (131049). */
+  defers: number;
   first_name: string | null;
   last_name: string | null;
   email: string | null;
@@ -48,8 +55,11 @@ export interface ClaimedRecipient {
   custom_fields: Record<string, unknown> | null;
 }
 
-/** Recipient status order: after the send, its message's order (failed is final); pending and sending rank 0. */
-const STATUS_RANK: Record<string, number> = { pending: 0, sending: 0, ...MESSAGE_STATUS_RANK };
+/**
+ * Recipient status order: after the send, its message's order (failed is final); the statuses
+ * before it (pending, sending, held, deferred) rank 0. Skipped recipients are never sent.
+ */
+const STATUS_RANK: Record<string, number> = { pending: 0, sending: 0, held: 0, deferred: 0, ...MESSAGE_STATUS_RANK };
 const RANK_SQL = (column: string) => sql.raw(`(CASE ${column} ${Object.entries(STATUS_RANK).filter(([, rank]) => rank > 0).map(([status, rank]) => `WHEN '${status}' THEN ${rank}`).join(' ')} ELSE 0 END)`);
 
 /** The smallest UUID: a claim from the start of a campaign's recipients. */
@@ -62,7 +72,7 @@ export const campaignQueue = {
   /** Running campaigns, the longest-waiting first (round robin between campaigns and tenants). */
   async running(db: Db, limit: number, onlyTenants?: string[]): Promise<RunningCampaign[]> {
     const { rows } = await sql<RunningCampaign>`
-      SELECT c.id, c.tenant_id, c.batch_size, c.variable_mapping, c.template_id,
+      SELECT c.id, c.tenant_id, c.batch_size, c.variable_mapping, c.template_id, c.retry_deferred,
         c.pending_count + coalesce((SELECT sum(m.pending) FROM campaign_counter_moves m WHERE m.campaign_id = c.id), 0)::int AS pending_count, t.template_name, t.language,
         t.status AS template_status, t.components AS template_components, t.waba_id AS template_waba_id,
         ba.status AS account_status, ba.waba_id, ba.phone_number_id, ba.access_token_enc, ba.messages_per_second,
@@ -106,8 +116,8 @@ export const campaignQueue = {
         UPDATE campaign_recipients r SET status = 'sending', attempts = r.attempts + 1, attempted_at = now(),
           lease_until = now() + ${leaseMs} * interval '1 millisecond', not_before = NULL, updated_at = now()
         FROM picked WHERE r.id = picked.id
-        RETURNING r.id, r.contact_id, r.phone, r.attempts)
-      SELECT cl.id, cl.contact_id, cl.phone, cl.attempts, c.first_name, c.last_name, c.email, c.company, c.job_title, c.status, c.source, c.custom_fields
+        RETURNING r.id, r.contact_id, r.phone, r.attempts, r.defers)
+      SELECT cl.id, cl.contact_id, cl.phone, cl.attempts, cl.defers, c.first_name, c.last_name, c.email, c.company, c.job_title, c.status, c.source, c.custom_fields
       FROM claimed cl LEFT JOIN contacts c ON c.id = cl.contact_id`.execute(db);
     return rows;
   },
@@ -128,75 +138,100 @@ export const campaignQueue = {
 
   /**
    * Records a batch's upstream outcomes in one transaction: accepted sends get their upstream id
-   * (the recipient moves to sent unless a callback already moved it further), refused ones fail,
-   * retryable ones go back to pending until `retryAt`, unknown ones (timeout, connection lost) stay
-   * sending with a lease that ends with the reconciliation window. Unsent ones (their campaign
-   * halted before their slot) go back to pending as they were, without the message row written
-   * for the attempt.
+   * (the recipient moves to sent, or held when Meta holds it for a quality assessment, unless a
+   * callback already moved it further), refused ones fail with one message.failed each, retryable
+   * ones go back to pending until `retryAt`, deferred ones (131049) wait as deferred until then,
+   * unknown ones (timeout, connection lost) stay sending with a lease that ends with the
+   * reconciliation window. Unsent ones (their campaign halted before their slot) go back to pending
+   * as they were, without the message row written for the attempt.
    */
   async recordOutcomes(tx: Tx, outcomes: {
-    accepted: { id: string; wamid: string }[];
-    failed: { id: string; code: number | null; title: string }[];
-    retry: { id: string; retryAt: Date }[];
-    unknown: { id: string; reconcileAt: Date }[];
-    unsent: { id: string }[];
+    accepted?: { id: string; wamid: string; held?: boolean }[];
+    failed?: { id: string; code: number; title: string }[];
+    retry?: { id: string; retryAt: Date }[];
+    deferred?: { id: string; retryAt: Date }[];
+    unknown?: { id: string; reconcileAt: Date }[];
+    unsent?: { id: string }[];
   }): Promise<{ campaignId: string; from: string; to: string }[]> {
+    const { accepted = [], failed = [], retry = [], deferred = [], unknown = [], unsent = [] } = outcomes;
     const moves: { campaignId: string; from: string; to: string }[] = [];
     // Rows are locked in id order, messages before recipients, as status callbacks lock them:
     // the two writers never deadlock.
-    const ids = [...outcomes.accepted, ...outcomes.failed, ...outcomes.retry, ...outcomes.unknown, ...outcomes.unsent].map((o) => o.id);
+    const ids = [...accepted, ...failed, ...retry, ...deferred, ...unknown, ...unsent].map((o) => o.id);
     if (ids.length === 0) return moves;
     await sql`SELECT id FROM messages WHERE id = ANY(${ids}::uuid[]) ORDER BY id FOR UPDATE`.execute(tx);
     await sql`SELECT id FROM campaign_recipients WHERE id = ANY(${ids}::uuid[]) ORDER BY id FOR UPDATE`.execute(tx);
-    if (outcomes.accepted.length > 0) {
-      const values = sql.join(outcomes.accepted.map((a) => sql`(${a.id}::uuid, ${a.wamid}::text)`));
+    if (accepted.length > 0) {
+      const values = sql.join(accepted.map((a) => sql`(${a.id}::uuid, ${a.wamid}::text, ${a.held ? 'held' : 'sent'}::text)`));
       await sql`
         UPDATE messages m SET upstream_message_id = v.wamid, updated_at = now()
-        FROM (VALUES ${values}) v(id, wamid) WHERE m.id = v.id AND m.upstream_message_id IS NULL`.execute(tx);
+        FROM (VALUES ${values}) v(id, wamid, next) WHERE m.id = v.id AND m.upstream_message_id IS NULL`.execute(tx);
       const { rows } = await sql<{ campaign_id: string; old: string; status: string }>`
-        WITH v(id, wamid) AS (VALUES ${values}),
+        WITH v(id, wamid, next) AS (VALUES ${values}),
         old AS (SELECT r.id, r.status FROM campaign_recipients r JOIN v ON v.id = r.id)
         UPDATE campaign_recipients r SET message_id = v.wamid, lease_until = NULL, updated_at = now(),
-          status = CASE WHEN old.status = 'sending' THEN 'sent' ELSE r.status END
+          status = CASE WHEN old.status = 'sending' THEN v.next ELSE r.status END
         FROM v, old WHERE r.id = v.id AND old.id = v.id
         RETURNING r.campaign_id, old.status AS old, r.status`.execute(tx);
       for (const r of rows) moves.push({ campaignId: r.campaign_id, from: r.old, to: r.status });
     }
-    if (outcomes.failed.length > 0) {
-      const values = sql.join(outcomes.failed.map((f) => sql`(${f.id}::uuid, ${f.code}::int, ${f.title.slice(0, 500)}::text)`));
-      await sql`
-        UPDATE messages m SET status = 'failed', status_rank = 4, failed_at = now(), error_code = v.code, error_title = v.title, updated_at = now()
-        FROM (VALUES ${values}) v(id, code, title) WHERE m.id = v.id AND m.status_rank < 4`.execute(tx);
+    if (failed.length > 0) {
+      const values = sql.join(failed.map((f) => sql`(${f.id}::uuid, ${f.code}::int, ${f.title.slice(0, 500)}::text)`));
       const { rows } = await sql<{ campaign_id: string }>`
         UPDATE campaign_recipients r SET status = 'failed', error_code = v.code, error_title = v.title, lease_until = NULL, updated_at = now()
         FROM (VALUES ${values}) v(id, code, title) WHERE r.id = v.id AND r.status = 'sending'
         RETURNING r.campaign_id`.execute(tx);
       for (const r of rows) moves.push({ campaignId: r.campaign_id, from: 'sending', to: 'failed' });
+      // Each failure reaches the tenant once: the message moves to failed here, and its event with it.
+      const { rows: refused } = await sql<RefusedRow>`
+        UPDATE messages m SET status = 'failed', status_rank = 4, failed_at = now(), error_code = v.code, error_title = v.title, updated_at = now()
+        FROM (VALUES ${values}) v(id, code, title) WHERE m.id = v.id AND m.status_rank < 4
+        RETURNING m.id, m.tenant_id, m.upstream_message_id, m.to_phone, m.contact_id, m.campaign_id, m.template_name, m.error_code, m.error_title`.execute(tx);
+      const byTenant = new Map<string, NewEvent[]>();
+      for (const m of refused) byTenant.set(m.tenant_id, [...(byTenant.get(m.tenant_id) ?? []), refusedEvent(m, { code: m.error_code, title: m.error_title })]);
+      for (const [tenantId, events] of byTenant) await recordEvents(tx, tenantId, events);
     }
-    if (outcomes.retry.length > 0) {
-      const values = sql.join(outcomes.retry.map((r) => sql`(${r.id}::uuid, ${r.retryAt}::timestamptz)`));
-      await sql`
-        UPDATE campaign_recipients r SET status = 'pending', not_before = v.at, lease_until = NULL, updated_at = now()
-        FROM (VALUES ${values}) v(id, at) WHERE r.id = v.id AND r.status = 'sending'`.execute(tx);
+    if (retry.length > 0 || deferred.length > 0) {
+      const values = sql.join([...retry.map((r) => sql`(${r.id}::uuid, ${r.retryAt}::timestamptz, 'pending', 0)`), ...deferred.map((d) => sql`(${d.id}::uuid, ${d.retryAt}::timestamptz, 'deferred', 1)`)]);
+      const { rows } = await sql<{ campaign_id: string; status: string }>`
+        UPDATE campaign_recipients r SET status = v.next, not_before = v.at, defers = r.defers + v.defer, lease_until = NULL, updated_at = now()
+        FROM (VALUES ${values}) v(id, at, next, defer) WHERE r.id = v.id AND r.status = 'sending'
+        RETURNING r.campaign_id, r.status`.execute(tx);
+      for (const r of rows) moves.push({ campaignId: r.campaign_id, from: 'sending', to: r.status });
     }
-    if (outcomes.unknown.length > 0) {
-      const values = sql.join(outcomes.unknown.map((u) => sql`(${u.id}::uuid, ${u.reconcileAt}::timestamptz)`));
+    if (unknown.length > 0) {
+      const values = sql.join(unknown.map((u) => sql`(${u.id}::uuid, ${u.reconcileAt}::timestamptz)`));
       await sql`
         UPDATE campaign_recipients r SET lease_until = v.at, updated_at = now()
         FROM (VALUES ${values}) v(id, at) WHERE r.id = v.id AND r.status = 'sending'`.execute(tx);
     }
-    if (outcomes.unsent.length > 0) {
-      const unsent = outcomes.unsent.map((u) => u.id);
+    if (unsent.length > 0) {
+      const ids = unsent.map((u) => u.id);
       // A first attempt's row only: an earlier attempt's (outcome unknown) may still hear from the upstream.
       await sql`
         DELETE FROM messages m USING campaign_recipients r
-        WHERE m.id = ANY(${unsent}::uuid[]) AND r.id = m.id AND r.attempts <= 1 AND m.upstream_message_id IS NULL AND m.status = 'accepted'`.execute(tx);
+        WHERE m.id = ANY(${ids}::uuid[]) AND r.id = m.id AND r.attempts <= 1 AND m.upstream_message_id IS NULL AND m.status = 'accepted'`.execute(tx);
       await sql`
         UPDATE campaign_recipients SET status = 'pending', attempts = greatest(attempts - 1, 0), lease_until = NULL, updated_at = now()
-        WHERE id = ANY(${unsent}::uuid[]) AND status = 'sending'`.execute(tx);
+        WHERE id = ANY(${ids}::uuid[]) AND status = 'sending'`.execute(tx);
     }
     await recordCounterMoves(tx, moves);
     return moves;
+  },
+
+  /** Deferred recipients whose day has passed go back to pending, to be claimed like any other. */
+  async releaseDeferred(db: Db, onlyTenants?: string[], limit = 1000): Promise<number> {
+    return db.transaction().execute(async (tx) => {
+      const { rows } = await sql<{ campaign_id: string }>`
+        UPDATE campaign_recipients r SET status = 'pending', updated_at = now()
+        WHERE r.id IN (
+          SELECT d.id FROM campaign_recipients d
+          WHERE d.status = 'deferred' AND d.not_before <= now() AND ${tenantFilter('d', onlyTenants)}
+          ORDER BY d.not_before LIMIT ${limit} FOR UPDATE SKIP LOCKED)
+        RETURNING r.campaign_id`.execute(tx);
+      await recordCounterMoves(tx, rows.map((r) => ({ campaignId: r.campaign_id, from: 'deferred', to: 'pending' })));
+      return rows.length;
+    });
   },
 
   /**

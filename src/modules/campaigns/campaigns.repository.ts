@@ -17,9 +17,12 @@ export interface NewCampaign {
   sources: string[];
   scheduledAt: Date | null;
   retargetedFrom?: string | null;
+  /** Recipients Meta deferred (131049) are retried later (default) or failed at once. */
+  retryDeferred?: boolean;
 }
 
 export interface TransitionSet {
+  paused_reason?: string | null;
   scheduled_at?: Date;
   started_at?: Date;
   completed_at?: Date;
@@ -41,28 +44,26 @@ export function audienceCondition(tenantId: string, audience: Audience) {
     AND (c.tags && ${audience.groups}::text[] OR c.source = ANY(${audience.sources}::text[]))`;
 }
 
+/** The campaign counters (`<name>_count` columns), each with a column of the same name in campaign_counter_moves. */
+export const COUNTERS = ['pending', 'sent', 'delivered', 'read', 'failed', 'held', 'deferred', 'skipped'] as const;
+export type Counter = (typeof COUNTERS)[number];
+
 /** Campaign rows (alias c) with the sums of their counter moves not yet folded, in one statement (one snapshot). */
 function selectWithUnfoldedMoves(db: Queryable) {
   return db.selectFrom('campaigns as c')
-    .leftJoinLateral((eb) => eb.selectFrom('campaign_counter_moves as m').whereRef('m.campaign_id', '=', 'c.id').select([
-      sql<number>`coalesce(sum(m.pending), 0)::int`.as('pending'), sql<number>`coalesce(sum(m.sent), 0)::int`.as('sent'),
-      sql<number>`coalesce(sum(m.delivered), 0)::int`.as('delivered'), sql<number>`coalesce(sum(m.read), 0)::int`.as('read'),
-      sql<number>`coalesce(sum(m.failed), 0)::int`.as('failed'),
-    ]).as('u'), (join) => join.onTrue())
+    .leftJoinLateral((eb) => eb.selectFrom('campaign_counter_moves as m').whereRef('m.campaign_id', '=', 'c.id')
+      .select(COUNTERS.map((k) => sql<number>`coalesce(sum(m.${sql.ref(k)}), 0)::int`.as(`unfolded_${k}`))).as('u'), (join) => join.onTrue())
     .selectAll('c')
-    .select(['u.pending as unfolded_pending', 'u.sent as unfolded_sent', 'u.delivered as unfolded_delivered', 'u.read as unfolded_read', 'u.failed as unfolded_failed']);
+    .select(COUNTERS.map((k) => `u.unfolded_${k}` as const));
 }
 
-type Unfolded = Record<'unfolded_pending' | 'unfolded_sent' | 'unfolded_delivered' | 'unfolded_read' | 'unfolded_failed', number | null>;
-
-function addUnfoldedMoves(r: CampaignRow & Unfolded): CampaignRow {
-  const { unfolded_pending, unfolded_sent, unfolded_delivered, unfolded_read, unfolded_failed, ...row } = r;
-  return {
-    ...row,
-    pending_count: row.pending_count + (unfolded_pending ?? 0), sent_count: row.sent_count + (unfolded_sent ?? 0),
-    delivered_count: row.delivered_count + (unfolded_delivered ?? 0), read_count: row.read_count + (unfolded_read ?? 0),
-    failed_count: row.failed_count + (unfolded_failed ?? 0),
-  };
+function addUnfoldedMoves(r: CampaignRow & Partial<Record<`unfolded_${Counter}`, number | null>>): CampaignRow {
+  const row: Record<string, unknown> = { ...r };
+  for (const k of COUNTERS) {
+    row[`${k}_count`] = (r[`${k}_count`] as number) + (r[`unfolded_${k}`] ?? 0);
+    delete row[`unfolded_${k}`];
+  }
+  return row as unknown as CampaignRow;
 }
 
 /** Materialising at least this many recipients refreshes the planner's statistics of the table. */
@@ -75,6 +76,7 @@ export const campaignsRepository = {
       template_id: c.template.id, template_name: c.template.template_name, template_category: c.template.category, template_language: c.template.language,
       variable_mapping: c.variableMapping === null ? null : JSON.stringify(c.variableMapping), batch_size: c.batchSize,
       audience_groups: c.groups, audience_sources: c.sources, scheduled_at: c.scheduledAt, retargeted_from: c.retargetedFrom ?? null,
+      retry_deferred: c.retryDeferred ?? true,
     }).returningAll().executeTakeFirstOrThrow();
   },
 
@@ -145,13 +147,17 @@ export const campaignsRepository = {
       WITH covered AS (DELETE FROM campaign_counter_moves WHERE campaign_id = ${id}::uuid)
       UPDATE campaigns c SET
         pending_count = s.pending, sent_count = s.sent, delivered_count = s.delivered, read_count = s.read, failed_count = s.failed,
+        held_count = s.held, deferred_count = s.deferred, skipped_count = s.skipped,
         total_recipients = CASE WHEN c.materialised_at IS NULL THEN c.total_recipients ELSE s.total END
       FROM (
-        SELECT count(*) FILTER (WHERE status IN ('pending', 'sending'))::int AS pending,
+        SELECT count(*) FILTER (WHERE status IN ('pending', 'sending', 'held', 'deferred'))::int AS pending,
                count(*) FILTER (WHERE status = 'sent')::int AS sent,
                count(*) FILTER (WHERE status = 'delivered')::int AS delivered,
                count(*) FILTER (WHERE status = 'read')::int AS read,
                count(*) FILTER (WHERE status = 'failed')::int AS failed,
+               count(*) FILTER (WHERE status = 'held')::int AS held,
+               count(*) FILTER (WHERE status = 'deferred')::int AS deferred,
+               count(*) FILTER (WHERE status = 'skipped')::int AS skipped,
                count(*)::int AS total
         FROM campaign_recipients WHERE campaign_id = ${id}::uuid AND tenant_id = ${tenantId}::uuid
       ) s
@@ -161,9 +167,13 @@ export const campaignsRepository = {
   },
 };
 
-/** How a recipient status moves the campaign's counters (pending covers pending and sending). */
-export const COUNTER_OF: Record<string, 'pending' | 'sent' | 'delivered' | 'read' | 'failed'> = {
-  pending: 'pending', sending: 'pending', sent: 'sent', delivered: 'delivered', read: 'read', failed: 'failed',
+/**
+ * The counters a recipient status counts in: `pending` covers every recipient not yet sent (sending,
+ * and those Meta held or deferred), which `held` and `deferred` also count on their own.
+ */
+export const COUNTED_IN: Record<string, readonly Counter[]> = {
+  pending: ['pending'], sending: ['pending'], held: ['pending', 'held'], deferred: ['pending', 'deferred'], skipped: ['skipped'],
+  sent: ['sent'], delivered: ['delivered'], read: ['read'], failed: ['failed'],
 };
 
 /**
@@ -172,18 +182,17 @@ export const COUNTER_OF: Record<string, 'pending' | 'sent' | 'delivered' | 'read
  * outcomes never wait on the campaign row. `moves` are (campaign, from, to) triples, one per recipient.
  */
 export async function recordCounterMoves(tx: Tx, moves: { campaignId: string; from: string; to: string }[]): Promise<void> {
-  const deltas = new Map<string, Record<'pending' | 'sent' | 'delivered' | 'read' | 'failed', number>>();
+  const deltas = new Map<string, Record<Counter, number>>();
   for (const m of moves) {
-    const from = COUNTER_OF[m.from];
-    const to = COUNTER_OF[m.to];
-    if (from === to) continue;
-    const d = deltas.get(m.campaignId) ?? { pending: 0, sent: 0, delivered: 0, read: 0, failed: 0 };
-    d[from]--;
-    d[to]++;
+    if (m.from === m.to) continue;
+    const d = deltas.get(m.campaignId) ?? Object.fromEntries(COUNTERS.map((k) => [k, 0])) as Record<Counter, number>;
+    for (const k of COUNTED_IN[m.from]) d[k]--;
+    for (const k of COUNTED_IN[m.to]) d[k]++;
     deltas.set(m.campaignId, d);
   }
-  if (deltas.size === 0) return;
-  await tx.insertInto('campaign_counter_moves').values([...deltas].map(([campaign_id, d]) => ({ campaign_id, ...d }))).execute();
+  const changed = [...deltas].filter(([, d]) => COUNTERS.some((k) => d[k] !== 0));
+  if (changed.length === 0) return;
+  await tx.insertInto('campaign_counter_moves').values(changed.map(([campaign_id, d]) => ({ campaign_id, ...d }))).execute();
 }
 
 /**
@@ -201,11 +210,9 @@ export async function foldCounterMoves(tx: Tx, only?: string[]): Promise<number>
   await sql`
     WITH moved AS (DELETE FROM campaign_counter_moves WHERE campaign_id = ANY(${locked.map((r) => r.id)}::uuid[]) RETURNING *),
     sums AS (
-      SELECT campaign_id, sum(pending)::int AS p, sum(sent)::int AS s, sum(delivered)::int AS d, sum(read)::int AS r, sum(failed)::int AS f
+      SELECT campaign_id, ${sql.join(COUNTERS.map((k) => sql`sum(${sql.ref(k)})::int AS ${sql.ref(k)}`))}
       FROM moved GROUP BY campaign_id)
-    UPDATE campaigns c SET
-      pending_count = c.pending_count + sums.p, sent_count = c.sent_count + sums.s, delivered_count = c.delivered_count + sums.d,
-      read_count = c.read_count + sums.r, failed_count = c.failed_count + sums.f
+    UPDATE campaigns c SET ${sql.join(COUNTERS.map((k) => sql`${sql.ref(`${k}_count`)} = c.${sql.ref(`${k}_count`)} + sums.${sql.ref(k)}`))}
     FROM sums WHERE c.id = sums.campaign_id`.execute(tx);
   return locked.length;
 }

@@ -9,7 +9,14 @@ export const CampaignStats = Type.Object({
   delivered: Type.Integer(),
   read: Type.Integer(),
   failed: Type.Integer(),
+  /** Not sent yet: pending, sending, held and deferred recipients. */
   pending: Type.Integer(),
+  /** Accepted by WhatsApp but held for a template quality assessment (counted in pending too). */
+  held: Type.Integer(),
+  /** Not delivered by Meta for now (per-user marketing cap, 131049), retried later (counted in pending too). */
+  deferred: Type.Integer(),
+  /** Never sent, by rule (not counted in the six spec keys). */
+  skipped: Type.Integer(),
 });
 
 export const AudienceRow = Type.Object({ type: Type.Union([Type.Literal('group'), Type.Literal('source')]), value: Type.String() });
@@ -32,6 +39,10 @@ const campaignFields = {
   stats: CampaignStats,
   /** Why a FAILED campaign stopped (additive). */
   failure_reason: Nullable(Type.String()),
+  /** Why a PAUSED campaign is paused: `user`, or `template_paused` (resumed by itself once the template is approved again). Additive. */
+  paused_reason: Nullable(Type.String()),
+  /** Whether recipients Meta deferred (131049) are retried later (CAMPAIGN_DEFER_MS) instead of failed at once. Additive. */
+  retry_deferred: Type.Boolean(),
   created_at: Nullable(Type.String()),
   updated_at: Nullable(Type.String()),
 };
@@ -72,6 +83,7 @@ export const CampaignCreate = Type.Object({
   variable_mapping: Type.Optional(Type.Unknown()),
   audience: Type.Optional(AudienceBody),
   scheduled_at: Type.Optional(Nullable(Type.String({ format: 'date-time' }))),
+  retry_deferred: Type.Optional(Type.Boolean({ default: true })),
 });
 export type CampaignCreate = Static<typeof CampaignCreate>;
 
@@ -120,7 +132,8 @@ export const Recipient = Type.Object({
   attempts: Type.Integer(),
   updated_at: Nullable(Type.String()),
 });
-export const RecipientStatus = Type.Union(['pending', 'sending', 'sent', 'delivered', 'read', 'failed'].map((s) => Type.Literal(s)));
+export const RECIPIENT_STATUSES = ['pending', 'sending', 'held', 'deferred', 'skipped', 'sent', 'delivered', 'read', 'failed'] as const;
+export const RecipientStatus = Type.Union(RECIPIENT_STATUSES.map((s) => Type.Literal(s)));
 export const RecipientsQuery = Type.Object({ ...PageQuery.properties, status: Type.Optional(RecipientStatus) });
 export const RecipientPage = PageOf(Recipient);
 

@@ -43,8 +43,13 @@ export function toCampaign(row: CampaignRow): Campaign {
       read: row.read_count,
       failed: row.failed_count,
       pending: row.pending_count,
+      held: row.held_count,
+      deferred: row.deferred_count,
+      skipped: row.skipped_count,
     },
     failure_reason: row.failure_reason,
+    paused_reason: row.paused_reason,
+    retry_deferred: row.retry_deferred,
     created_at: isoOrNull(row.created_at),
     updated_at: isoOrNull(row.updated_at),
   };
@@ -178,6 +183,7 @@ export class CampaignsService {
         id: randomUUID(), name: input.name, description: input.description ?? null, status: scheduledAt ? 'SCHEDULED' : 'DRAFT',
         template: { id: template.id, template_name: template.template_name, category: template.category, language: template.language },
         variableMapping: mapping, batchSize: input.batch_size ?? 50, groups: audience.groups, sources: audience.sources, scheduledAt,
+        retryDeferred: input.retry_deferred ?? true,
       });
       const data = campaignEventData(row);
       await recordEvents(tx, tenantId, [
@@ -225,6 +231,9 @@ export class CampaignsService {
         if (!hasAudience(current)) throw noAudience();
         set.scheduled_at = at;
       }
+      // A pause by the user is never undone by the service (a template's return resumes only its own pauses).
+      if (action === 'pause') set.paused_reason = 'user';
+      if (action === 'resume') set.paused_reason = null;
       const starts = action === 'send' || action === 'resume';
       if (starts) await this.checkSendable(tx, current);
       if (starts && !current.started_at) set.started_at = new Date();

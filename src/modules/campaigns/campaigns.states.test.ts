@@ -15,7 +15,8 @@ const SPEC: Record<CampaignAction, { from: string[]; to: string; event: string }
   resume: { from: ['PAUSED'], to: 'RUNNING', event: 'campaign.resumed' },
   stop: { from: ['RUNNING', 'PAUSED'], to: 'STOPPED', event: 'campaign.stopped' },
   complete: { from: ['RUNNING'], to: 'COMPLETED', event: 'campaign.completed' },
-  fail: { from: ['RUNNING'], to: 'FAILED', event: 'campaign.failed' },
+  // PAUSED: a campaign its template's pause stopped, when WhatsApp then disables the template.
+  fail: { from: ['RUNNING', 'PAUSED'], to: 'FAILED', event: 'campaign.failed' },
 };
 const STATUSES = ['DRAFT', 'SCHEDULED', 'RUNNING', 'PAUSED', 'COMPLETED', 'STOPPED', 'FAILED'];
 

@@ -23,7 +23,8 @@ export const TRANSITIONS: Record<CampaignAction, Transition> = {
   resume: { from: ['PAUSED'], to: 'RUNNING', event: 'campaign.resumed' },
   stop: { from: ['RUNNING', 'PAUSED'], to: 'STOPPED', event: 'campaign.stopped' },
   complete: { from: ['RUNNING'], to: 'COMPLETED', event: 'campaign.completed' },
-  fail: { from: ['RUNNING'], to: 'FAILED', event: 'campaign.failed' },
+  // PAUSED: a campaign its template's pause stopped, when the template is then disabled.
+  fail: { from: ['RUNNING', 'PAUSED'], to: 'FAILED', event: 'campaign.failed' },
 };
 
 /** Statuses in which the audience may be replaced. */

@@ -57,7 +57,8 @@ export const messagesRepository = {
    */
   async recordAccepted(db: Queryable, tenantId: string, values: NewMessage, upstreamMessageId: string): Promise<void> {
     const updated = await sql`
-      UPDATE messages SET upstream_message_id = ${upstreamMessageId}, updated_at = now()
+      UPDATE messages SET upstream_message_id = ${upstreamMessageId}, updated_at = now(),
+        status = CASE WHEN status = 'unknown' THEN 'accepted' ELSE status END, error_title = CASE WHEN status = 'unknown' THEN NULL ELSE error_title END
       WHERE id = (SELECT id FROM messages WHERE tenant_id = ${tenantId} AND id = ${values.id} AND upstream_message_id IS NULL FOR UPDATE SKIP LOCKED)`.execute(db);
     if (Number(updated.numAffectedRows ?? 0) > 0) return;
     // Skipped (locked by a callback, or already set): a plain read sees the committed row without
@@ -101,13 +102,23 @@ export const messagesRepository = {
     return items.map(() => undefined);
   },
 
-  /** The upstream refused the send synchronously: the row keeps the reason. No event (the caller got the error). */
-  async recordSendFailure(db: Queryable, tenantId: string, id: string, failure: { final: boolean; code: number | null; title: string }): Promise<void> {
-    await db.updateTable('messages')
-      .set({
-        ...(failure.final ? { status: 'failed', status_rank: 4, failed_at: new Date() } : {}),
-        error_code: failure.code, error_title: failure.title.slice(0, 500), updated_at: new Date(),
-      })
-      .where('tenant_id', '=', tenantId).where('id', '=', id).execute();
+  /** A send whose answer never came: its outcome waits for a callback (our id travels as biz_opaque_callback_data). */
+  async markUnknown(db: Queryable, tenantId: string, id: string, reason: string): Promise<void> {
+    await db.updateTable('messages').set({ status: 'unknown', error_title: reason.slice(0, 500), updated_at: new Date() })
+      .where('tenant_id', '=', tenantId).where('id', '=', id).where('status_rank', '=', 0).execute();
+  },
+
+  /** A send the upstream refused for good; returns what its message.failed event needs (undefined if it had failed already). */
+  async recordFailed(db: Queryable, tenantId: string, id: string, failure: { code: number; title: string }) {
+    return db.updateTable('messages')
+      .set({ status: 'failed', status_rank: 4, failed_at: new Date(), error_code: failure.code, error_title: failure.title.slice(0, 500), updated_at: new Date() })
+      .where('tenant_id', '=', tenantId).where('id', '=', id).where('status_rank', '<', 4)
+      .returning(['id', 'upstream_message_id', 'to_phone', 'contact_id', 'campaign_id', 'template_name', 'failed_at'])
+      .executeTakeFirst();
+  },
+
+  /** A send the upstream never took (throttled, unavailable): nothing to keep. */
+  async discard(db: Queryable, tenantId: string, id: string): Promise<void> {
+    await db.deleteFrom('messages').where('tenant_id', '=', tenantId).where('id', '=', id).where('upstream_message_id', 'is', null).execute();
   },
 };

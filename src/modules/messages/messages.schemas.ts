@@ -26,7 +26,8 @@ export const SendResult = Type.Object({
 });
 export type SendResult = Static<typeof SendResult>;
 
-const STATUSES = ['accepted', 'sent', 'delivered', 'read', 'failed'] as const;
+// unknown: the send's answer never came and no callback has said yet what became of it.
+const STATUSES = ['accepted', 'unknown', 'sent', 'delivered', 'read', 'failed'] as const;
 
 /** A sent template message as stored, with its delivery status (GET /messages, GET /messages/{id}). */
 export const Message = Type.Object({

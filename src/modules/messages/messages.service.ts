@@ -8,7 +8,12 @@ import { completeIdempotencyKey, idempotencyScope, type IdempotencyScope } from 
 import type { SendComponent, UpstreamAccount, UpstreamClient } from '../../upstream/types.ts';
 import type { SendPacer } from './send-pacer.ts';
 import { findAccountsAndApprovedTemplates, noActiveAccount, toUpstreamAccount } from '../business-accounts/business-accounts.repository.ts';
+import { NO_ACTIVE_ACCOUNT } from '../business-accounts/business-accounts.repository.ts';
 import { upstreamFailure } from '../business-accounts/upstream-failures.ts';
+import { applyStop } from '../campaigns/upstream-stops.ts';
+import { recordEvents } from '../../events/events.ts';
+import { isThrottle, outcomeOfCallbackFailure, outcomeOfSend, type FailureOutcome, type SendOutcome } from '../../upstream/outcomes.ts';
+import { refusedEvent } from './messages.statuses.ts';
 import { addCommunication } from '../contacts/communications.repository.ts';
 import { e164Problem } from '../contacts/phone.ts';
 import type { MediaService } from '../media/media.service.ts';
@@ -104,10 +109,21 @@ export class MessagesService {
   private async sendKeyed(tenantId: string, key: IdempotencyScope, record: NewMessage, account: UpstreamAccount, components: SendComponent[], pace: number): Promise<SendResult> {
     const previous = key.takenOverResource ? await repo.findById(this.db, tenantId, key.takenOverResource) : undefined;
     if (previous) {
-      const known = await this.awaitReconciliation(tenantId, previous.id, (previous.attempted_at ?? previous.created_at).getTime() + this.reconcileMs);
-      if (known) return this.completeKeyed(tenantId, { ...record, id: previous.id, to: previous.to_phone }, known);
+      const earlier = { ...record, id: previous.id, to: previous.to_phone };
+      // The upstream took it (its answer, or a callback since): the original answer, never a second send.
+      if (previous.upstream_message_id) return this.completeKeyed(tenantId, earlier, previous.upstream_message_id);
+      // Refused in its answer (the request died before its key kept the refusal): the same refusal.
+      if (previous.status === 'failed') throw this.refusalError(earlier, outcomeOfCallbackFailure(previous.error_code ?? 0, previous.error_title ?? 'Unknown failure'));
+      const until = (previous.attempted_at ?? previous.created_at).getTime() + this.reconcileMs;
+      if (Date.now() < until) {
+        const pending = new AppError('CONFLICT', 'The earlier request with this Idempotency-Key may have reached the messaging platform and its outcome is not known yet; retry after Retry-After (nothing is sent twice)');
+        pending.retryAfterSeconds = Math.min(5, (until - Date.now()) / 1000);
+        pending.outcomeUnknown = true;
+        throw pending;
+      }
+      // No word from the upstream within the reconciliation window: the same row is sent again.
       await this.db.updateTable('messages').set({ attempted_at: new Date() }).where('tenant_id', '=', tenantId).where('id', '=', previous.id).execute();
-      record = { ...record, id: previous.id, to: previous.to_phone, components: previous.components };
+      record = { ...earlier, components: previous.components };
       components = previous.components as SendComponent[];
     } else {
       await this.db.transaction().execute(async (tx) => {
@@ -132,16 +148,6 @@ export class MessagesService {
     return result;
   }
 
-  /** Waits (until `until`) for the upstream id of a message whose send may have happened. */
-  private async awaitReconciliation(tenantId: string, id: string, until: number): Promise<string | null> {
-    for (;;) {
-      const row = await repo.findById(this.db, tenantId, id);
-      if (row?.upstream_message_id) return row.upstream_message_id;
-      if (Date.now() >= until) return null;
-      await new Promise((r) => setTimeout(r, Math.min(100, until - Date.now())));
-    }
-  }
-
   /**
    * Waits for this send's slot in the number's throughput (messages per second, shared with every
    * campaign and worker). A number that stays saturated for PACING_WAIT_MS answers 429.
@@ -160,19 +166,64 @@ export class MessagesService {
     }
   }
 
-  /** The upstream call; a failure is recorded on the row and answered 502/504 (safe to retry). */
+  /** The upstream call, its answer acted on through the outcome model: the upstream id, or the error the API answers. */
   private async callUpstream(tenantId: string, record: NewMessage, account: UpstreamAccount, components: SendComponent[], pace: number): Promise<string> {
     await this.awaitSendSlot(account.phoneNumberId, pace);
-    const outcome = await this.upstream.sendTemplate(account, { to: record.to, templateName: record.templateName, language: record.language, components, callbackData: record.id });
-    if (outcome.kind === 'accepted') return outcome.value.messageId;
-    // A timeout leaves the outcome unknown: the row stays accepted so late callbacks still apply.
-    const error = outcome.kind === 'timeout' ? null : outcome.error;
-    await repo.recordSendFailure(this.db, tenantId, record.id, {
-      final: outcome.kind !== 'timeout',
-      code: error?.code ?? null,
-      title: outcome.kind === 'timeout' ? 'Upstream timeout: outcome unknown' : error?.title ?? (outcome.kind === 'retryable' ? outcome.reason : 'rejected'),
-    });
-    this.logger?.warn({ tenant_id: tenantId, message_row_id: record.id, outcome: outcome.kind, code: error?.code }, 'template send failed upstream');
-    throw upstreamFailure(outcome, 'sending the message');
+    const result = await this.upstream.sendTemplate(account, { to: record.to, templateName: record.templateName, language: record.language, components, callbackData: record.id });
+    const outcome = outcomeOfSend(result);
+    if (outcome.kind === 'accepted' || outcome.kind === 'held') return outcome.messageId;
+    this.logger?.warn({ tenant_id: tenantId, message_row_id: record.id, outcome: outcome.kind, code: 'error' in outcome ? outcome.error?.code : undefined }, 'template send not accepted upstream');
+    switch (outcome.kind) {
+      case 'unknown': {
+        // The row stays, as unknown: a callback carrying its id tells what became of it.
+        await repo.markUnknown(this.db, tenantId, record.id, `Outcome unknown: ${outcome.reason}`);
+        const error = new AppError('UPSTREAM_TIMEOUT', `The messaging platform did not answer while sending the message (${outcome.reason}); its outcome is not known yet. A retry with the same Idempotency-Key never sends it twice`);
+        error.outcomeUnknown = true;
+        throw error;
+      }
+      case 'retry_later':
+        // The upstream did not take it: nothing was sent, nothing is kept.
+        await repo.discard(this.db, tenantId, record.id);
+        if (isThrottle(outcome)) {
+          if (outcome.error?.code === 130429) await this.pacer?.penalise(account.phoneNumberId);
+          const error = new AppError('RATE_LIMIT_EXCEEDED', 'Rate limit exceeded. Please slow down.', { upstream_error: upstreamError(outcome.error!) });
+          error.retryAfterSeconds = outcome.retryAfterMs / 1000;
+          throw error;
+        }
+        throw upstreamFailure({ kind: 'retryable', error: outcome.error, retryAfterMs: outcome.retryAfterMs, reason: outcome.reason }, 'sending the message');
+      case 'account_stopped':
+        // No Graph error at all (a proxy, a wrong UPSTREAM_BASE_URL): the account is not known to be at fault.
+        if (!outcome.accountStatus) {
+          await repo.discard(this.db, tenantId, record.id);
+          throw upstreamFailure({ kind: 'rejected', error: outcome.error }, 'sending the message');
+        }
+        break;
+    }
+    throw await this.recordRefusal(tenantId, record, outcome);
   }
+
+  /** A refusal for good: the failed row, its message.failed and what it stops, in one transaction. */
+  private async recordRefusal(tenantId: string, record: NewMessage, outcome: FailureOutcome): Promise<AppError> {
+    const error = outcome.error!;
+    await this.db.transaction().execute(async (tx) => {
+      const row = await repo.recordFailed(tx, tenantId, record.id, { code: error.code, title: error.title });
+      if (row) await recordEvents(tx, tenantId, [refusedEvent(row, { code: error.code, title: error.title }, row.failed_at ?? new Date())]);
+      await applyStop(tx, tenantId, outcome, record.templateId);
+    });
+    return this.refusalError(record, outcome);
+  }
+
+  /** How the API answers a refusal: a 4xx (a retry cannot change it) naming the upstream code. */
+  private refusalError(record: NewMessage, outcome: FailureOutcome): AppError {
+    const error = outcome.error!;
+    const extras = { upstream_error: upstreamError(error) };
+    const why = `${error.title} (upstream code ${error.code})`;
+    if (outcome.kind === 'template_stopped') return new AppError('NOT_FOUND', `Template "${record.templateName}" cannot be sent in language "${record.language}": ${why}`, extras);
+    if (outcome.kind === 'account_stopped') return new AppError('NOT_FOUND', `${NO_ACTIVE_ACCOUNT}: the messaging platform stopped it: ${why}`, extras);
+    return new AppError('VALIDATION_ERROR', `The messaging platform refused the message to ${record.to}: ${why}`, extras);
+  }
+}
+
+function upstreamError(error: { code: number; title: string; details: string | null }) {
+  return { code: error.code, title: error.title, details: error.details };
 }

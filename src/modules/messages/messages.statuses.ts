@@ -131,3 +131,18 @@ export function statusEventData(a: AppliedStatus) {
     ...(a.error ? { error: { code: a.error.code, title: a.error.title } } : {}),
   };
 }
+
+/**
+ * message.failed for a send the upstream refused in its answer (or a campaign send refused that
+ * way): with no upstream id, our id names the message (GET /messages/{id} takes either).
+ */
+export function refusedEvent(row: { id: string; upstream_message_id: string | null; to_phone: string; contact_id: string | null; campaign_id: string | null; template_name: string },
+  error: { code: number; title: string }, at = new Date()): NewEvent {
+  return {
+    type: 'message.failed',
+    data: statusEventData({
+      messageRowId: row.id, upstreamMessageId: row.upstream_message_id ?? row.id, status: 'failed', timestamp: at, to: row.to_phone,
+      contactId: row.contact_id, campaignId: row.campaign_id, templateName: row.template_name, error,
+    }),
+  };
+}

@@ -81,14 +81,14 @@ export const templatesRepository = {
   },
 
   /**
-   * Claims pending templates whose last poll is older than `intervalMs` (SKIP LOCKED, so several
+   * Claims pending and paused templates (a lost UNPAUSE callback must not keep campaigns paused) whose last poll is older than `intervalMs` (SKIP LOCKED, so several
    * workers never poll the same template), stamping last_polled_at in the same statement.
    */
   async claimDueForPoll(db: Queryable, intervalMs: number, batch: number) {
     const due = new Date(Date.now() - intervalMs);
     return db.updateTable('templates').set({ last_polled_at: new Date() })
       .where('id', 'in', (eb) => eb.selectFrom('templates').select('id')
-        .where('status', '=', 'pending').where('upstream_id', 'is not', null)
+        .where('status', 'in', ['pending', 'paused']).where('upstream_id', 'is not', null)
         .where((w) => w.or([w('last_polled_at', 'is', null), w('last_polled_at', '<', due)]))
         .where((w) => w.or([w('submitted_at', 'is', null), w('submitted_at', '<', due)]))
         .orderBy(sql`last_polled_at NULLS FIRST`).limit(batch).forUpdate().skipLocked())

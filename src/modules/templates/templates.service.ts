@@ -33,7 +33,7 @@ export function toTemplate(row: TemplateRow): Template {
  */
 export function mapUpstreamTemplateStatus(upstream: string): TemplateStatus | null {
   switch (upstream.toUpperCase()) {
-    case 'APPROVED': case 'REINSTATED': case 'UNPAUSED': return 'approved';
+    case 'APPROVED': case 'REINSTATED': case 'UNPAUSE': case 'UNPAUSED': return 'approved';
     case 'PENDING': case 'IN_APPEAL': return 'pending';
     case 'REJECTED': return 'rejected';
     case 'PAUSED': return 'paused';

@@ -2,6 +2,7 @@ import type { Logger } from 'pino';
 import type { Db } from '../../db/database.ts';
 import type { UpstreamClient } from '../../upstream/types.ts';
 import { findActiveAccount, findTenantsByWabaId, toUpstreamAccount } from '../business-accounts/business-accounts.repository.ts';
+import { applyTemplateStatus } from '../campaigns/upstream-stops.ts';
 import { templatesRepository as repo } from './templates.repository.ts';
 import { mapUpstreamTemplateStatus } from './templates.service.ts';
 
@@ -12,6 +13,9 @@ export interface TemplateStatusUpdate {
   message_template_language?: string;
   reason?: string | null;
 }
+
+type TemplateMatch = Parameters<typeof repo.applyUpstreamStatus>[2];
+type TemplateStatus = Parameters<typeof repo.applyUpstreamStatus>[3];
 
 export interface TemplatePollOptions {
   /** Minimum time between two polls of the same pending template. */
@@ -36,12 +40,20 @@ export class TemplateStatusSync {
     const status = mapUpstreamTemplateStatus(String(update.event ?? ''));
     if (!status) return 0;
     const tenantIds = await findTenantsByWabaId(this.db, wabaId);
-    const changed = await repo.applyUpstreamStatus(this.db, tenantIds, {
+    return this.apply(tenantIds, {
       upstreamId: update.message_template_id !== undefined ? String(update.message_template_id) : null,
       name: update.message_template_name ?? null,
       language: update.message_template_language ?? null,
     }, status, update.reason && update.reason !== 'NONE' ? update.reason : null);
-    return changed.length;
+  }
+
+  /** A template's new status and what it does to the campaigns sending it, in one transaction. */
+  private async apply(tenantIds: string[], match: TemplateMatch, status: TemplateStatus, reason: string | null): Promise<number> {
+    return this.db.transaction().execute(async (tx) => {
+      const changed = await repo.applyUpstreamStatus(tx, tenantIds, match, status, reason);
+      await applyTemplateStatus(tx, changed);
+      return changed.length;
+    });
   }
 
   /** Worker loop body: polls due pending templates; returns how many were asked about. */
@@ -77,7 +89,7 @@ export class TemplateStatusSync {
       const remote = byId.get(template.upstream_id!);
       const status = remote ? mapUpstreamTemplateStatus(remote.status) : null;
       if (!remote || !status || status === 'pending') continue;
-      await repo.applyUpstreamStatus(this.db, [tenantId], { upstreamId: template.upstream_id, name: null, language: null }, status, remote.rejectedReason);
+      await this.apply([tenantId], { upstreamId: template.upstream_id, name: null, language: null }, status, remote.rejectedReason);
     }
   }
 }

@@ -1,0 +1,107 @@
+import { sql } from 'kysely';
+import type { Tx } from '../../db/database.ts';
+import { isThrottle, outcomeOfCallbackFailure, type FailureOutcome } from '../../upstream/outcomes.ts';
+import type { StatusUpdate } from '../messages/messages.statuses.ts';
+import { recordCounterMoves } from './campaigns.repository.ts';
+import { applyStop } from './upstream-stops.ts';
+
+export interface RetryPolicy {
+  /** Retryable answers before a recipient fails (CAMPAIGN_MAX_ATTEMPTS). */
+  maxAttempts: number;
+  /** A deferred recipient (131049) waits this long (CAMPAIGN_DEFER_MS)... */
+  deferMs: number;
+  /** ...at most this many times (CAMPAIGN_DEFER_ATTEMPTS). */
+  deferAttempts: number;
+}
+
+interface FailedRow {
+  id: string;
+  upstream_message_id: string | null;
+  campaign_id: string | null;
+  template_id: string | null;
+  recipient_status: string | null;
+  attempts: number | null;
+  defers: number | null;
+  retry_deferred: boolean | null;
+}
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+/**
+ * `failed` status callbacks, acted on through the outcome model before they are applied, exactly as
+ * the same code answered at send time is: a campaign message failed with a retry-later code goes
+ * back to pending (same backoff and attempt limit), one deferred (131049) waits as deferred; neither
+ * fails its message nor emits message.failed, and the message row is cleared for the next attempt.
+ * A template or account stop is applied (template paused, campaigns paused or failed, account
+ * stopped). A failure of a recipient already waiting for its next attempt is a duplicate and is
+ * dropped. Returns the updates still to apply (their failures reach the tenant as message.failed).
+ */
+export async function settleCallbackFailures(tx: Tx, tenantId: string, updates: StatusUpdate[], policy: RetryPolicy): Promise<StatusUpdate[]> {
+  const failures = updates.filter((u) => u.status === 'failed');
+  if (failures.length === 0) return updates;
+  const wamids = [...new Set(failures.map((u) => u.upstreamMessageId))];
+  const rowIds = [...new Set(failures.flatMap((u) => (u.callbackData && UUID.test(u.callbackData) ? [u.callbackData] : [])))];
+  const { rows } = await sql<FailedRow>`
+    WITH ids AS MATERIALIZED (
+      SELECT m.id FROM messages m WHERE m.upstream_message_id = ANY(${wamids}::text[])
+      UNION
+      SELECT unnest(${rowIds}::uuid[]))
+    SELECT m.id, m.upstream_message_id, m.campaign_id, m.template_id, r.status AS recipient_status, r.attempts, r.defers, c.retry_deferred
+    FROM ids JOIN messages m ON m.id = ids.id
+    LEFT JOIN campaign_recipients r ON r.id = m.id
+    LEFT JOIN campaigns c ON c.id = m.campaign_id
+    WHERE m.tenant_id = ${tenantId}
+    ORDER BY m.id FOR UPDATE OF m`.execute(tx);
+  const byWamid = new Map(rows.filter((r) => r.upstream_message_id).map((r) => [r.upstream_message_id!, r]));
+  const byId = new Map(rows.map((r) => [r.id, r]));
+
+  const dropped = new Set<StatusUpdate>();
+  const again: { id: string; next: 'pending' | 'deferred'; at: Date; defer: number; code: number; title: string }[] = [];
+  const stops: { outcome: FailureOutcome; templateId: string | null }[] = [];
+  const now = Date.now();
+  for (const u of failures) {
+    let row = byWamid.get(u.upstreamMessageId);
+    if (!row && u.callbackData) {
+      const candidate = byId.get(u.callbackData);
+      if (candidate && (candidate.upstream_message_id === null || candidate.upstream_message_id === u.upstreamMessageId)) row = candidate;
+    }
+    if (!row) continue;
+    const code = u.error?.code ?? 0;
+    const title = u.error?.title ?? 'Unknown failure';
+    const outcome = outcomeOfCallbackFailure(code, title, Math.max(0, (row.attempts ?? 1) - 1));
+    if (outcome.kind === 'template_stopped' || outcome.kind === 'account_stopped') stops.push({ outcome, templateId: row.template_id });
+    if (!row.campaign_id || row.recipient_status === null) continue;
+    if (row.recipient_status === 'pending' || row.recipient_status === 'deferred' || again.some((a) => a.id === row.id)) {
+      dropped.add(u); // its attempt was already settled: a duplicate callback
+      continue;
+    }
+    if (outcome.kind === 'retry_later' && (isThrottle(outcome) || (row.attempts ?? 0) < policy.maxAttempts)) {
+      again.push({ id: row.id, next: 'pending', at: new Date(now + outcome.retryAfterMs), defer: 0, code, title });
+      dropped.add(u);
+    } else if (outcome.kind === 'deferred' && row.retry_deferred && (row.defers ?? 0) < policy.deferAttempts) {
+      again.push({ id: row.id, next: 'deferred', at: new Date(now + policy.deferMs), defer: 1, code, title });
+      dropped.add(u);
+    }
+  }
+
+  if (again.length > 0) {
+    const values = sql.join(again.map((a) => sql`(${a.id}::uuid, ${a.next}::text, ${a.at}::timestamptz, ${a.defer}::int, ${a.code}::int, ${a.title.slice(0, 500)}::text)`));
+    const { rows: moved } = await sql<{ campaign_id: string; old: string; status: string }>`
+      WITH v(id, next, at, defer, code, title) AS (VALUES ${values}),
+      old AS (SELECT r.id, r.status FROM campaign_recipients r JOIN v ON v.id = r.id ORDER BY r.id FOR UPDATE OF r)
+      UPDATE campaign_recipients r SET status = v.next, not_before = v.at, defers = r.defers + v.defer, lease_until = NULL, message_id = NULL,
+        error_code = v.code, error_title = v.title, updated_at = now()
+      FROM v, old WHERE r.id = v.id AND old.id = v.id AND old.status NOT IN ('failed', 'skipped')
+      RETURNING r.campaign_id, old.status AS old, r.status`.execute(tx);
+    await recordCounterMoves(tx, moved.map((m) => ({ campaignId: m.campaign_id, from: m.old, to: m.status })));
+    // The next attempt starts from a clean message row (its upstream id is set by that attempt).
+    await sql`
+      UPDATE messages SET status = 'accepted', status_rank = 0, upstream_message_id = NULL, sent_at = NULL, delivered_at = NULL, read_at = NULL,
+        failed_at = NULL, error_code = NULL, error_title = NULL, updated_at = now()
+      WHERE tenant_id = ${tenantId} AND id = ANY(${again.map((a) => a.id)}::uuid[])`.execute(tx);
+  }
+  for (const stop of stops) await applyStop(tx, tenantId, stop.outcome, stop.templateId);
+  // Other statuses of a resent attempt in the same batch (its `sent` before the failure) go with it.
+  const settled = new Set([...dropped].map((u) => u.upstreamMessageId));
+  return settled.size === 0 ? updates : updates.filter((u) => !settled.has(u.upstreamMessageId));
+}
