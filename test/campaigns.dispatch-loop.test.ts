@@ -16,7 +16,9 @@ interface Sent { at: number; account: UpstreamAccount; request: SendTemplateRequ
 const upstreamError = (code: number, title: string, errorClass: UpstreamError['errorClass']): UpstreamError =>
   ({ httpStatus: 400, code, subcode: null, title, details: null, fbtraceId: null, errorClass });
 const accepted = (request: SendTemplateRequest): Answer => ({ kind: 'accepted', value: { messageId: `wamid.${request.callbackData}`, waId: null, messageStatus: null } });
-const FATAL_190: Answer = { kind: 'rejected', error: upstreamError(190, 'Access token has expired', 'fatal') };
+// A template that does not exist in the language: the recipient fails and its campaign fails.
+const FATAL_132001: Answer = { kind: 'rejected', error: upstreamError(132001, 'Template name does not exist in the translation', 'fatal') };
+const FATAL_REASON = 'Upstream error 132001: Template name does not exist in the translation';
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 async function until(check: () => boolean | Promise<boolean>, timeoutMs = 5_000): Promise<void> {
   const deadline = performance.now() + timeoutMs;
@@ -194,7 +196,7 @@ describe('campaign dispatcher: the dispatch loop, turn by turn', { timeout: 30_0
     }
   });
 
-  it('a campaign that cannot go on fails with its reason before anything is claimed (disconnected account, template paused, disabled, not approved, or under another account); the others send', async () => {
+  it('a campaign that cannot go on fails with its reason before anything is claimed (disconnected account, template disabled, not approved, or under another account), one whose template is paused pauses; the others send', async () => {
     const tenant = await tenantAt(80);
     const other = await tenantAt(80);
     const names = ['paused', 'disabled', 'pending', 'otherWaba', 'good'] as const;
@@ -220,7 +222,6 @@ describe('campaign dispatcher: the dispatch loop, turn by turn', { timeout: 30_0
     const notApproved = 'The template is no longer approved under the connected business account';
     const expected: [string, string][] = [
       [disconnected, 'The business account was disconnected'],
-      [campaigns.paused.id, 'The template was paused by WhatsApp (low quality)'],
       [campaigns.disabled.id, 'The template was disabled by WhatsApp'],
       [campaigns.pending.id, notApproved],
       [campaigns.otherWaba.id, notApproved],
@@ -229,6 +230,9 @@ describe('campaign dispatcher: the dispatch loop, turn by turn', { timeout: 30_0
       expect(await statusOf(id)).toEqual({ status: 'FAILED', failure_reason: reason });
       expect(await recipientRows(id)).toEqual([expect.objectContaining({ status: 'pending', attempts: 0 })]);
     }
+    // Paused by WhatsApp: the campaign waits for the template (resumed when it is approved again).
+    expect(await statusOf(campaigns.paused.id)).toEqual({ status: 'PAUSED', failure_reason: null });
+    expect(await recipientRows(campaigns.paused.id)).toEqual([expect.objectContaining({ status: 'pending', attempts: 0 })]);
     expect((await statusOf(campaigns.good.id)).status).toBe('RUNNING');
     expect(await statusesOf(campaigns.good.id)).toEqual(['sent']);
     expect(sent).toHaveLength(1);
@@ -472,7 +476,7 @@ describe('campaign dispatcher: the dispatch loop, turn by turn', { timeout: 30_0
     const cx = await campaign(x, await template(x), 4);
     const cy = await campaign(y, await template(y), 4);
     const { logger, records } = capturedLogger();
-    const { upstream, sent } = scripted(() => FATAL_190);
+    const { upstream, sent } = scripted(() => FATAL_132001);
     const d = dispatcher([x.id, y.id], upstream, { maxBatches: 8, logger });
     // A clock that stands still: batches are claimed in the millisecond the halt happens.
     const clock = vi.spyOn(Date, 'now').mockReturnValue(Date.now());
@@ -484,12 +488,12 @@ describe('campaign dispatcher: the dispatch loop, turn by turn', { timeout: 30_0
     }
     expect(sent).toHaveLength(2);
     for (const [tenant, c] of [[x, cx], [y, cy]] as const) {
-      expect(await statusOf(c.id)).toEqual({ status: 'FAILED', failure_reason: 'Upstream error 190: Access token has expired' });
+      expect(await statusOf(c.id)).toEqual({ status: 'FAILED', failure_reason: FATAL_REASON });
       const rows = await recipientRows(c.id);
-      expect(rows.filter((r) => r.status === 'failed')).toEqual([expect.objectContaining({ attempts: 1, error_code: 190 })]);
+      expect(rows.filter((r) => r.status === 'failed')).toEqual([expect.objectContaining({ attempts: 1, error_code: 132001 })]);
       expect(rows.filter((r) => r.status === 'pending').map((r) => r.attempts)).toEqual([0, 0, 0]);
       const warned = records.filter((r) => r.msg === 'campaign failed' && r.campaign_id === c.id);
-      expect(warned).toEqual([expect.objectContaining({ level: 40, tenant_id: tenant.id, reason: 'Upstream error 190: Access token has expired' })]);
+      expect(warned).toEqual([expect.objectContaining({ level: 40, tenant_id: tenant.id, reason: FATAL_REASON })]);
     }
     const messages = await t.deps.db.selectFrom('messages').select('id').where('campaign_id', 'in', [cx.id, cy.id]).execute();
     expect(messages).toHaveLength(2);
@@ -498,7 +502,7 @@ describe('campaign dispatcher: the dispatch loop, turn by turn', { timeout: 30_0
   it('a rejection that is not fatal halts nothing; a fatal one later in the batch halts the rest of it', async () => {
     const tenant = await tenantAt(10);
     const { id } = await campaign(tenant, await template(tenant), 4, { batchSize: 4 });
-    const { upstream, sent } = scripted((request, i) => (i === 0 ? { kind: 'rejected', error: upstreamError(131026, 'Message undeliverable', 'recipient') } : i === 1 ? FATAL_190 : accepted(request)));
+    const { upstream, sent } = scripted((request, i) => (i === 0 ? { kind: 'rejected', error: upstreamError(131026, 'Message undeliverable', 'recipient') } : i === 1 ? FATAL_132001 : accepted(request)));
     const d = dispatcher([tenant.id], upstream);
     expect(await d.dispatchOnce()).toBe(4);
     await d.drain();
@@ -514,7 +518,7 @@ describe('campaign dispatcher: the dispatch loop, turn by turn', { timeout: 30_0
     const { upstream, sent } = scripted(async (request, i) => {
       if (i > 0) return accepted(request);
       await t.deps.db.updateTable('campaigns').set({ status: 'PAUSED' }).where('id', '=', id).execute();
-      return FATAL_190;
+      return FATAL_132001;
     });
     const d = dispatcher([tenant.id], upstream, { logger });
     expect(await d.dispatchOnce()).toBe(3);

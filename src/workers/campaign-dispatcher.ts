@@ -336,11 +336,11 @@ export class CampaignDispatcher {
       }
     }
     if (rateLimited) await this.pacer.penalise(campaign.phone_number_id!);
-    await this.db.transaction().execute(async (tx) => {
+    const failed = await this.db.transaction().execute(async (tx) => {
       await campaignQueue.recordOutcomes(tx, outcomes);
-      if (stop) await applyStop(tx, campaign.tenant_id, stop, campaign.template_id);
+      return stop ? applyStop(tx, campaign.tenant_id, stop, campaign.template_id) : [];
     });
-    if (stop) this.logger?.warn({ campaign_id: campaign.id, tenant_id: campaign.tenant_id, outcome: stop.kind, code: stop.error?.code }, 'campaign stopped by the upstream');
+    for (const row of failed) this.logger?.warn({ campaign_id: row.id, tenant_id: row.tenant_id, reason: row.failure_reason }, 'campaign failed');
   }
 }
 

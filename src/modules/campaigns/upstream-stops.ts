@@ -1,6 +1,6 @@
 import type { Tx } from '../../db/database.ts';
 import type { FailureOutcome } from '../../upstream/outcomes.ts';
-import { campaignsRepository } from './campaigns.repository.ts';
+import { campaignsRepository, type CampaignRow } from './campaigns.repository.ts';
 import { recordTransition } from './campaigns.service.ts';
 import type { CampaignAction } from './campaigns.states.ts';
 
@@ -14,13 +14,15 @@ import type { CampaignAction } from './campaigns.states.ts';
 const TEMPLATE_PAUSED = 'template_paused';
 
 /** A template's new status, as it affects the campaigns sending it (`reason`: why a disabled template fails them). */
-export async function applyTemplateStatus(tx: Tx, templates: { id: string; status: string }[], reason = 'The template was disabled by WhatsApp'): Promise<void> {
+export async function applyTemplateStatus(tx: Tx, templates: { id: string; status: string }[], reason = 'The template was disabled by WhatsApp'): Promise<CampaignRow[]> {
+  const failed: CampaignRow[] = [];
   for (const t of templates) {
     if (t.status === 'paused') await moveCampaigns(tx, t.id, 'RUNNING', 'pause', { paused_reason: TEMPLATE_PAUSED }, { reason: TEMPLATE_PAUSED });
     // Only the campaigns the pause stopped: a pause by the user stays.
     else if (t.status === 'approved') await moveCampaigns(tx, t.id, 'PAUSED', 'resume', { paused_reason: null }, { reason: 'template_approved' }, TEMPLATE_PAUSED);
-    else if (t.status === 'disabled') await failTemplateCampaigns(tx, t.id, reason, 132016);
+    else if (t.status === 'disabled') failed.push(...await failTemplateCampaigns(tx, t.id, reason, 132016));
   }
+  return failed;
 }
 
 async function moveCampaigns(tx: Tx, templateId: string, from: string, action: CampaignAction, set: { paused_reason: string | null }, data: Record<string, unknown>, pausedReason?: string): Promise<void> {
@@ -33,16 +35,23 @@ async function moveCampaigns(tx: Tx, templateId: string, from: string, action: C
 }
 
 /** Running campaigns of the template, and those its pause stopped, fail with the reason. */
-async function failTemplateCampaigns(tx: Tx, templateId: string, reason: string, code: number): Promise<void> {
+async function failTemplateCampaigns(tx: Tx, templateId: string, reason: string, code: number): Promise<CampaignRow[]> {
   const campaigns = await tx.selectFrom('campaigns').select(['id', 'tenant_id']).where('template_id', '=', templateId)
     .where((eb) => eb.or([eb('status', '=', 'RUNNING'), eb.and([eb('status', '=', 'PAUSED'), eb('paused_reason', '=', TEMPLATE_PAUSED)])]))
     .orderBy('id').execute();
-  for (const c of campaigns) await failCampaign(tx, c.tenant_id, c.id, reason, code);
+  return failCampaigns(tx, campaigns, reason, code);
 }
 
-async function failCampaign(tx: Tx, tenantId: string, id: string, reason: string, code: number | null): Promise<void> {
-  const row = await campaignsRepository.transition(tx, tenantId, id, 'fail', { failure_reason: reason.slice(0, 500), completed_at: new Date() });
-  if (row) await recordTransition(tx, row, 'fail', { reason, error_code: code });
+async function failCampaigns(tx: Tx, campaigns: { id: string; tenant_id: string }[], reason: string, code: number | null): Promise<CampaignRow[]> {
+  const failed: CampaignRow[] = [];
+  for (const c of campaigns) {
+    const row = await campaignsRepository.transition(tx, c.tenant_id, c.id, 'fail', { failure_reason: reason.slice(0, 500), completed_at: new Date() });
+    if (row) {
+      await recordTransition(tx, row, 'fail', { reason, error_code: code });
+      failed.push(row);
+    }
+  }
+  return failed;
 }
 
 /**
@@ -50,26 +59,24 @@ async function failCampaign(tx: Tx, tenantId: string, id: string, reason: string
  * the template paused or disabled (and its campaigns moved), or the business account marked
  * token_invalid or restricted (sends answer 404 until an operator connects it again) with the
  * tenant's running campaigns failed. A template stop without a status (missing, rejected content)
- * fails the campaigns sending it. Other outcomes change nothing here.
+ * fails the campaigns sending it. Other outcomes change nothing here. Returns the campaigns it failed.
  */
-export async function applyStop(tx: Tx, tenantId: string, outcome: FailureOutcome, templateId: string | null): Promise<void> {
+export async function applyStop(tx: Tx, tenantId: string, outcome: FailureOutcome, templateId: string | null): Promise<CampaignRow[]> {
   const reason = `Upstream error ${outcome.error?.code}: ${outcome.error?.title}`;
   if (outcome.kind === 'template_stopped' && templateId) {
-    if (!outcome.templateStatus) {
-      await failTemplateCampaigns(tx, templateId, reason, outcome.error.code);
-      return;
-    }
+    if (!outcome.templateStatus) return failTemplateCampaigns(tx, templateId, reason, outcome.error.code);
     await tx.updateTable('templates').set({ status: outcome.templateStatus, updated_at: new Date() })
       .where('id', '=', templateId).where('tenant_id', '=', tenantId).where('status', '=', 'approved').execute();
     // Also when a callback said so first: the campaigns still sending with it move now.
-    await applyTemplateStatus(tx, [{ id: templateId, status: outcome.templateStatus }], reason);
+    return applyTemplateStatus(tx, [{ id: templateId, status: outcome.templateStatus }], reason);
   }
   if (outcome.kind === 'account_stopped') {
     if (outcome.accountStatus) {
       await tx.updateTable('business_accounts').set({ status: outcome.accountStatus, status_reason: reason.slice(0, 500), updated_at: new Date() })
         .where('tenant_id', '=', tenantId).where('status', '=', 'active').execute();
     }
-    const running = await tx.selectFrom('campaigns').select('id').where('tenant_id', '=', tenantId).where('status', '=', 'RUNNING').orderBy('id').execute();
-    for (const c of running) await failCampaign(tx, tenantId, c.id, reason, outcome.error.code);
+    const running = await tx.selectFrom('campaigns').select(['id', 'tenant_id']).where('tenant_id', '=', tenantId).where('status', '=', 'RUNNING').orderBy('id').execute();
+    return failCampaigns(tx, running, reason, outcome.error.code);
   }
+  return [];
 }
