@@ -25,18 +25,23 @@
  * - With `stateFile` (the service's DATA_DIR), templates, review outcomes and phone bindings are
  *   written there on every change and read back at start, so a restarted sandbox sends as before.
  */
-import { existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
-import { dirname } from 'node:path';
 import type { AddressInfo } from 'node:net';
 import pino, { type Logger } from 'pino';
-import { CallbackDeliverer } from './callbacks.ts';
-import { bindPhoneNumber, inbound, reviewTemplate, setRecipientRule, updateConfig } from './control.ts';
-import { graphError, missingTokenError } from './graph-errors.ts';
+import { CallbackDeliverer, type SavedCallback } from './callbacks.ts';
+import {
+  bindPhoneNumber, inbound, listHeld, listRecipientRules, pauseTemplate, reviewTemplate, setRecipientRule, setTemplatePacing, settleHeld,
+  unpauseTemplate, updateConfig,
+} from './control.ts';
+import { graphError, missingTokenError, statusErrorText } from './graph-errors.ts';
 import { GraphHandlers } from './graph.ts';
+import { HeldMessages, type HeldMessage } from './held.ts';
+import { RecipientRules, type HeldFate, type RecipientRule } from './recipients.ts';
 import { SendsLog } from './sends-log.ts';
+import { ServiceWindows } from './service-windows.ts';
+import { StateFile } from './state-file.ts';
 import { displayPhoneNumber, type Reply, type SandboxConfig, type SandboxState } from './state.ts';
-import { StatusPipeline } from './statuses.ts';
+import { StatusPipeline, type PendingStatus, type StatusPipelineSnapshot } from './statuses.ts';
 import { TemplateStore, templateJson, type TemplateStatusChange, type TemplateStoreSnapshot } from './templates.ts';
 
 export interface SandboxOptions {
@@ -56,8 +61,20 @@ export interface SandboxOptions {
   callbackRetryDelaysMs?: number[];
   sendsLogCapacity?: number;
   graphVersion?: string;
-  /** JSON file keeping templates, review outcomes and phone bindings across restarts; none: memory only. */
+  /** JSON file keeping templates, rules and the callbacks still owed across restarts; none: memory only. */
   stateFile?: string;
+}
+
+/**
+ * What the state file holds: the template store's snapshot (all the file held before) and, since,
+ * recipient rules, customer-service windows and everything still owed to the receiver.
+ */
+interface SandboxSnapshot extends TemplateStoreSnapshot {
+  recipients?: [string, RecipientRule][];
+  windows?: ReturnType<ServiceWindows['snapshot']>;
+  held?: HeldMessage[];
+  statuses?: StatusPipelineSnapshot;
+  callbacks?: SavedCallback[];
 }
 
 export interface Sandbox {
@@ -74,6 +91,10 @@ const CONTROL_ROUTES_WITH_BODY: Record<string, (state: SandboxState, body: unkno
   'PUT /__sandbox/config': updateConfig,
   'POST /__sandbox/recipients': setRecipientRule,
   'POST /__sandbox/templates/review': reviewTemplate,
+  'POST /__sandbox/templates/pause': pauseTemplate,
+  'POST /__sandbox/templates/unpause': unpauseTemplate,
+  'POST /__sandbox/templates/pacing': setTemplatePacing,
+  'POST /__sandbox/held/settle': settleHeld,
   'POST /__sandbox/inbound': inbound,
   'POST /__sandbox/phone_numbers': bindPhoneNumber,
 };
@@ -89,27 +110,50 @@ export async function createSandbox(options: SandboxOptions): Promise<Sandbox> {
     callbacks: options.callbacks ?? true,
     callback_url: options.callbackUrl ?? null,
   });
+  const persist = new StateFile<SandboxSnapshot>(options.stateFile, () => ({
+    ...state.templates.snapshot(),
+    recipients: state.recipients.snapshot(),
+    windows: state.windows.snapshot(),
+    held: state.held.snapshot(),
+    statuses: state.statuses.snapshot(),
+    callbacks: state.deliverer.owed(),
+  }));
+  const changed = () => persist.schedule();
   const deliverer = new CallbackDeliverer({
     appSecret: options.appSecret, callbackUrl: () => state.config.callback_url, logger, retryDelaysMs: options.callbackRetryDelaysMs,
+    onSettled: (next) => state.statuses.advance(next as PendingStatus[]), onChange: changed,
   });
+  const windows = new ServiceWindows(changed);
   const state: SandboxState = {
     config: { ...defaults },
     defaults,
-    templates: new TemplateStore((change) => templateStatusCallback(state, change), () => persist.schedule()),
+    templates: new TemplateStore((change) => templateStatusChanged(state, change), changed),
     sends: new SendsLog(options.sendsLogCapacity),
-    recipients: new Map(),
+    recipients: new RecipientRules(changed),
+    windows,
+    held: new HeldMessages((entry, fate) => settleHeldMessage(state, entry, fate), changed),
     media: new Map(),
     deliverer,
-    statuses: new StatusPipeline(deliverer, { flushMs: options.statusFlushMs ?? 20, batchSize: options.statusBatchSize ?? 100, displayPhoneNumber }),
+    statuses: new StatusPipeline(deliverer, {
+      flushMs: options.statusFlushMs ?? 20, batchSize: options.statusBatchSize ?? 100, displayPhoneNumber,
+      contactOf: (phoneNumberId, recipientId) => windows.contactOf(phoneNumberId, recipientId), onChange: changed,
+    }),
     logger,
   };
-  const persist = new StateFile(options.stateFile, () => state.templates.snapshot());
   const saved = persist.load();
-  if (saved) state.templates.restore(saved, defaults.review_ms);
+  if (saved) {
+    state.templates.restore(saved, defaults.review_ms);
+    state.recipients.restore(saved.recipients ?? []);
+    state.windows.restore(saved.windows ?? []);
+    state.statuses.restore(saved.statuses ?? { due: [], delayed: [] });
+    state.held.restore(saved.held ?? []);
+    state.deliverer.restore(saved.callbacks ?? []);
+  }
   const graph = new GraphHandlers(state, options.appSecret);
 
   function reset(): Reply {
     state.recipients.clear();
+    state.windows.clear();
     state.sends.clear();
     state.templates.forgetRules();
     graph.resetRateWindows();
@@ -124,6 +168,8 @@ export async function createSandbox(options: SandboxOptions): Promise<Sandbox> {
     if (route === 'GET /__sandbox/config') return { status: 200, body: state.config };
     if (route === 'GET /__sandbox/sends') return { status: 200, body: { data: state.sends.list(query.get('to') ?? undefined) } };
     if (route === 'GET /__sandbox/templates') return { status: 200, body: { data: state.templates.all().map((t) => ({ ...templateJson(t), waba_id: t.wabaId })) } };
+    if (route === 'GET /__sandbox/recipients') return listRecipientRules(state);
+    if (route === 'GET /__sandbox/held') return listHeld(state);
     if (route === 'POST /__sandbox/reset') return reset();
     const handler = CONTROL_ROUTES_WITH_BODY[route];
     if (!handler) return { status: 404, body: { error: { message: `no sandbox control route ${route}` } } };
@@ -206,45 +252,37 @@ export async function createSandbox(options: SandboxOptions): Promise<Sandbox> {
     baseUrl: `${url}/${options.graphVersion ?? 'v21.0'}`,
     state,
     async close() {
+      // Timers stop first, then requests; what is still owed (statuses not yet posted, callbacks
+      // queued, in flight or waiting for a retry, held messages) is written before the deliverer
+      // lets go of it, and taken back by the next start.
       state.templates.close();
-      persist.flush();
+      state.held.close();
       state.statuses.close();
       const closed = new Promise<void>((resolve) => server.close(() => resolve()));
       server.closeAllConnections();
       await closed;
+      persist.schedule();
+      persist.flush();
       await deliverer.close();
     },
   };
 }
 
-/** Writes the template store's snapshot after changes (once per burst), atomically through a rename. */
-class StateFile {
-  private pending = false;
-
-  constructor(private readonly path: string | undefined, private readonly snapshot: () => TemplateStoreSnapshot) {}
-
-  load(): TemplateStoreSnapshot | null {
-    if (!this.path || !existsSync(this.path)) return null;
-    try {
-      return JSON.parse(readFileSync(this.path, 'utf8')) as TemplateStoreSnapshot;
-    } catch (err) {
-      throw new Error(`sandbox state ${this.path} cannot be read (${(err as Error).message}); remove it to start the sandbox without templates`);
-    }
+/** A held message's hold ended: its statuses follow, or (dropped) it fails with 132015 and its template pauses. */
+function settleHeldMessage(state: SandboxState, { message, templateId }: HeldMessage, fate: HeldFate): void {
+  if (fate === 'drop') {
+    const template = state.templates.get(templateId);
+    if (template) state.templates.pause(template);
   }
+  if (!state.config.callbacks || !state.config.callback_url) return;
+  const paused = { code: 132015, ...statusErrorText(132015) };
+  state.statuses.accepted(fate === 'drop' ? { ...message, outcome: 'fail', delayMs: 0, error: paused } : message);
+}
 
-  schedule(): void {
-    if (!this.path || this.pending) return;
-    this.pending = true;
-    setImmediate(() => this.flush());
-  }
-
-  flush(): void {
-    if (!this.path || !this.pending) return;
-    this.pending = false;
-    mkdirSync(dirname(this.path), { recursive: true });
-    writeFileSync(`${this.path}.tmp`, JSON.stringify(this.snapshot()));
-    renameSync(`${this.path}.tmp`, this.path);
-  }
+function templateStatusChanged(state: SandboxState, change: TemplateStatusChange): void {
+  templateStatusCallback(state, change);
+  // Reference §2: a pacing that ends in a pause fails every message still held for that template.
+  if (change.event === 'PAUSED') state.held.settleWhere((entry) => entry.templateId === change.template.id, 'drop');
 }
 
 function write(res: ServerResponse, reply: Reply): void {
@@ -270,7 +308,7 @@ function readBody(req: IncomingMessage, limit: number): Promise<Buffer | null> {
   });
 }
 
-function templateStatusCallback(state: SandboxState, { template, event, reason }: TemplateStatusChange): void {
+function templateStatusCallback(state: SandboxState, { template, event, reason, title }: TemplateStatusChange): void {
   if (!state.config.callbacks || !state.config.callback_url) return;
   const now = Math.floor(Date.now() / 1000);
   const value: Record<string, unknown> = {
@@ -282,7 +320,8 @@ function templateStatusCallback(state: SandboxState, { template, event, reason }
     message_template_category: template.category,
     reason: event === 'REJECTED' ? reason : 'NONE',
   };
-  if (event === 'PAUSED') value.other_info = { title: 'FIRST_PAUSE', description: `Your ${template.name} template has been paused because of low quality.` };
+  if (event === 'PAUSED') value.other_info = { title: title ?? 'FIRST_PAUSE', description: `Your ${template.name} template has been paused because of low quality.` };
+  if (title === 'UNPAUSE') value.other_info = { title, description: `Your ${template.name} template is no longer paused and can be sent again.` };
   if (event === 'DISABLED') value.disable_info = { disable_date: now };
   if (event === 'REJECTED' && reason === 'INVALID_FORMAT') value.rejection_info = { reason: 'INVALID_FORMAT', recommendation: 'Check the template\'s variables and formatting.' };
   state.deliverer.post({
