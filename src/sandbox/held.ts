@@ -44,12 +44,6 @@ export class HeldMessages {
     return [...this.held.values()].map(({ entry }) => entry);
   }
 
-  clear(): void {
-    for (const { timer } of this.held.values()) clearTimeout(timer);
-    this.held.clear();
-    this.onChange();
-  }
-
   snapshot(): HeldMessage[] {
     return this.list();
   }

@@ -45,10 +45,6 @@ export class RecipientRules {
     this.onChange();
   }
 
-  get(recipientId: string): RecipientRule | undefined {
-    return this.rules.get(recipientId);
-  }
-
   clear(): void {
     this.rules.clear();
     this.onChange();

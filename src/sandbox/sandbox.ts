@@ -18,12 +18,21 @@
  *   otherwise the message gets a `failed` status with 131053 instead of sent/delivered/read.
  * - `POST /__sandbox/recipients {to, outcome, error_code?, delay_ms?}`: `delay_ms` holds that
  *   recipient's first status (sent or failed) back, for campaigns whose outcomes arrive late.
+ *   `defer` (with `count`) fails the next MARKETING sends with 131049 by callback; `held` (with
+ *   `then`, `hold_ms`) answers template sends `held_for_quality_assessment`, then releases or drops them.
+ * - `POST /__sandbox/templates/pause|unpause|pacing`: Meta's quality pause (132015 meanwhile) and
+ *   its end (APPROVED with other_info UNPAUSE); template pacing holds every send of a template.
+ * - Free-form (non-template) messages need an inbound message from that user to that phone number
+ *   within 24 h (`POST /__sandbox/inbound`), else 131047; mark-as-read answers `{success: true}`.
  * - Statuses carry `pricing` on sent and delivered (a template in its category; a free-form
- *   message as a free service message), never on read or failed.
- * - `POST /__sandbox/reset` forgets recipient rules, review rules, the sends log and throughput
- *   windows, and restores the configuration defaults except `callback_url`; templates stay.
- * - With `stateFile` (the service's DATA_DIR), templates, review outcomes and phone bindings are
- *   written there on every change and read back at start, so a restarted sandbox sends as before.
+ *   message as a free service message), never on read or failed, and `contacts[]` beside them
+ *   (not for failed ones).
+ * - `POST /__sandbox/reset` forgets recipient rules, review rules, template pacing, service
+ *   windows, the sends log and throughput windows, and restores the configuration defaults except
+ *   `callback_url`; templates stay, and so does what is owed (held messages, queued callbacks).
+ * - With `stateFile` (the service's DATA_DIR), templates, review outcomes, phone bindings, rules,
+ *   service windows, held messages, statuses not yet posted and callbacks queued or waiting for a
+ *   retry are written there (coalesced, see StateFile) and on close, and read back at start.
  */
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -42,7 +51,7 @@ import { ServiceWindows } from './service-windows.ts';
 import { StateFile } from './state-file.ts';
 import { displayPhoneNumber, type Reply, type SandboxConfig, type SandboxState } from './state.ts';
 import { StatusPipeline, type PendingStatus, type StatusPipelineSnapshot } from './statuses.ts';
-import { TemplateStore, templateJson, type TemplateStatusChange, type TemplateStoreSnapshot } from './templates.ts';
+import { TemplateStore, templateJson, type SandboxTemplate, type TemplateStatusChange, type TemplateStoreSnapshot } from './templates.ts';
 
 export interface SandboxOptions {
   port: number;
@@ -167,7 +176,7 @@ export async function createSandbox(options: SandboxOptions): Promise<Sandbox> {
     if (route === 'GET /__sandbox/health') return { status: 200, body: { status: 'ok' } };
     if (route === 'GET /__sandbox/config') return { status: 200, body: state.config };
     if (route === 'GET /__sandbox/sends') return { status: 200, body: { data: state.sends.list(query.get('to') ?? undefined) } };
-    if (route === 'GET /__sandbox/templates') return { status: 200, body: { data: state.templates.all().map((t) => ({ ...templateJson(t), waba_id: t.wabaId })) } };
+    if (route === 'GET /__sandbox/templates') return { status: 200, body: { data: state.templates.all().map(sandboxTemplateJson) } };
     if (route === 'GET /__sandbox/recipients') return listRecipientRules(state);
     if (route === 'GET /__sandbox/held') return listHeld(state);
     if (route === 'POST /__sandbox/reset') return reset();
@@ -265,6 +274,15 @@ export async function createSandbox(options: SandboxOptions): Promise<Sandbox> {
       persist.flush();
       await deliverer.close();
     },
+  };
+}
+
+/** A template as the control API lists it: Graph's fields, its WABA, and the control API's pause end and pacing switch. */
+function sandboxTemplateJson(template: SandboxTemplate): Record<string, unknown> {
+  return {
+    ...templateJson(template), waba_id: template.wabaId,
+    unpause_at: template.unpauseAt === undefined ? null : new Date(template.unpauseAt).toISOString(),
+    pacing: template.pacing ? { then: template.pacing.then, hold_ms: template.pacing.holdMs } : null,
   };
 }
 

@@ -269,9 +269,10 @@ export class TemplateStore {
     return candidates[candidates.length - 1];
   }
 
-  /** Forgets review rules; templates and phone bindings stay, like the account's content would. */
+  /** Forgets review rules and template pacing; templates (paused ones too) and phone bindings stay, like the account's content would. */
   forgetRules(): void {
     this.reviewRules.clear();
+    for (const template of this.byId.values()) delete template.pacing;
     this.onChange();
   }
 

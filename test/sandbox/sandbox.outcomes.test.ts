@@ -135,6 +135,12 @@ describe('sandbox: Meta\'s deferred, held and paused outcomes', () => {
       expect((await control('POST', '/templates/pacing', { name: template.name, language: 'en_US', then: null })).body).toEqual({ templates: [template.id], then: null, hold_ms: null });
       await control('POST', '/templates/unpause', { name: template.name, language: 'en_US' });
       expect((await send(templateSend(uniquePhone(), template.name))).body.messages[0].message_status).toBeUndefined();
+      // A reset switches pacing off too.
+      await control('POST', '/templates/pacing', { name: template.name, language: 'en_US', then: 'release' });
+      const listed = (await control('GET', '/templates')).body.data.find((t: any) => t.id === template.id);
+      expect(listed).toMatchObject({ status: 'APPROVED', pacing: { then: 'release', hold_ms: 1000 }, unpause_at: null });
+      await control('POST', '/reset');
+      expect((await send(templateSend(uniquePhone(), template.name))).body.messages[0].message_status).toBeUndefined();
     });
   });
 
@@ -162,6 +168,7 @@ describe('sandbox: Meta\'s deferred, held and paused outcomes', () => {
       const template = await ownTemplate();
       const pause = await control('POST', '/templates/pause', { name: template.name, language: 'en_US', unpause_after_ms: 300 });
       expect(Date.parse(pause.body.unpause_at)).toBeGreaterThan(Date.now());
+      expect((await control('GET', '/templates')).body.data.find((t: any) => t.id === template.id)).toMatchObject({ status: 'PAUSED', unpause_at: pause.body.unpause_at });
       expect((await send(templateSend(uniquePhone(), template.name))).body.error.code).toBe(132015);
       const events = await eventually(async () => { const e = templateEvents(template.id); return e.length === 2 ? e : null; });
       expect(events.map((e: any) => [e.event, e.other_info.title])).toEqual([['PAUSED', 'FIRST_PAUSE'], ['APPROVED', 'UNPAUSE']]);
