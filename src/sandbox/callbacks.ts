@@ -40,6 +40,10 @@ export interface CallbackDelivererOptions {
   /** Bodies waiting for a free slot or a retry beyond this are dropped (a dead receiver must not exhaust memory). */
   maxQueued?: number;
   timeoutMs?: number;
+  /** Told a post's `followUp` once that post was delivered or given up on (never when the deliverer is closed). */
+  onSettled?: (followUp: unknown) => void;
+  /** Told whenever what is waiting to be posted changed (to persist it). */
+  onChange?: () => void;
 }
 
 interface PendingPost {
@@ -47,8 +51,17 @@ interface PendingPost {
   signature: string;
   attempt: number;
   firstAt: number;
+  /** What the poster wants back once this body is settled; JSON, so that it survives a restart with the body. */
+  followUp?: unknown;
   /** Called once the body was delivered or given up on. */
   settled: () => void;
+}
+
+/** A callback still owed, as a restarted sandbox takes it back. */
+export interface SavedCallback {
+  body: string;
+  firstAt: number;
+  followUp?: unknown;
 }
 
 /** Signs and POSTs callback bodies with keep-alive, bounded concurrency and a few retries. */
@@ -57,7 +70,7 @@ export class CallbackDeliverer {
   private readonly queue: PendingPost[] = [];
   /** Callbacks waiting to be retried, by their timer. */
   private readonly retrying = new Map<NodeJS.Timeout, PendingPost>();
-  private inFlight = 0;
+  private readonly inFlight = new Set<PendingPost>();
   private closed = false;
   private readonly retryDelaysMs: number[] | undefined;
   private readonly backoff: CallbackBackoff;
@@ -77,31 +90,56 @@ export class CallbackDeliverer {
     this.timeoutMs = options.timeoutMs ?? 10_000;
   }
 
-  /** Queues a callback; the promise settles once it was delivered or given up on (never rejects). */
-  post(payload: unknown): Promise<void> {
+  /**
+   * Queues a callback; the promise settles once it was delivered or given up on (never rejects).
+   * `followUp` is handed to `onSettled` then, also after a restart that restored this callback.
+   */
+  post(payload: unknown, followUp?: unknown): Promise<void> {
     if (this.closed) return Promise.resolve();
     const body = metaJson(payload);
     return new Promise((settled) => {
-      this.enqueue({ body, signature: signatureHeader(this.options.appSecret, body), attempt: 0, firstAt: Date.now(), settled });
+      this.enqueue({ body, signature: signatureHeader(this.options.appSecret, body), attempt: 0, firstAt: Date.now(), followUp, settled });
     });
+  }
+
+  /** Callbacks queued, in flight or waiting for a retry: what a restarted sandbox still owes. */
+  owed(): SavedCallback[] {
+    return [...this.inFlight, ...this.queue, ...this.retrying.values()].map(({ body, firstAt, followUp }) => ({ body, firstAt, followUp }));
+  }
+
+  /**
+   * Takes back callbacks a previous run still owed. They are posted at once and then retried from
+   * the first backoff step (the receiver may be restarting too), within their original 7 days.
+   */
+  restore(saved: SavedCallback[]): void {
+    for (const { body, firstAt, followUp } of saved) {
+      this.enqueue({ body, signature: signatureHeader(this.options.appSecret, body), attempt: 0, firstAt, followUp, settled: () => {} });
+    }
   }
 
   private enqueue(post: PendingPost): void {
     if (this.queue.length + this.retrying.size >= this.maxQueued) {
       this.drop('callback queue full');
-      post.settled();
+      this.settle(post);
       return;
     }
     this.queue.push(post);
+    this.options.onChange?.();
     this.pump();
   }
 
+  private settle(post: PendingPost): void {
+    post.settled();
+    if (!this.closed && post.followUp !== undefined) this.options.onSettled?.(post.followUp);
+    this.options.onChange?.();
+  }
+
   private pump(): void {
-    while (!this.closed && this.inFlight < this.maxInFlight && this.queue.length > 0) {
+    while (!this.closed && this.inFlight.size < this.maxInFlight && this.queue.length > 0) {
       const post = this.queue.shift()!;
-      this.inFlight++;
+      this.inFlight.add(post);
       void this.send(post).finally(() => {
-        this.inFlight--;
+        this.inFlight.delete(post);
         this.pump();
       });
     }
@@ -109,12 +147,11 @@ export class CallbackDeliverer {
 
   private async send(post: PendingPost): Promise<void> {
     const url = this.options.callbackUrl();
-    if (!url) {
-      post.settled();
-      return;
-    }
     let failure: string;
     try {
+      // No receiver configured (yet: a restarted sandbox may take back callbacks before the
+      // service that receives them listens) is retried like an unreachable one.
+      if (!url) throw new Error('no callback_url');
       const response = await request(url, {
         method: 'POST',
         dispatcher: this.agent,
@@ -126,7 +163,7 @@ export class CallbackDeliverer {
       await response.body.dump();
       if (response.statusCode >= 200 && response.statusCode < 300) {
         this.delivered++;
-        post.settled();
+        this.settle(post);
         return;
       }
       failure = `HTTP ${response.statusCode}`;
@@ -136,7 +173,7 @@ export class CallbackDeliverer {
     const delay = this.retryDelaysMs ? this.retryDelaysMs[post.attempt] : backoffDelayMs(this.backoff, post.attempt, Date.now() - post.firstAt);
     if (delay === undefined || this.closed) {
       this.drop(failure);
-      post.settled();
+      this.settle(post);
       return;
     }
     const timer = setTimeout(() => {
@@ -160,7 +197,7 @@ export class CallbackDeliverer {
 
   /** True when nothing is queued, in flight or waiting for a retry. */
   idle(): boolean {
-    return this.queue.length === 0 && this.inFlight === 0 && this.retrying.size === 0;
+    return this.queue.length === 0 && this.inFlight.size === 0 && this.retrying.size === 0;
   }
 
   async close(): Promise<void> {

@@ -1,17 +1,19 @@
 import { newWamid } from './graph.ts';
+import type { HeldMessage } from './held.ts';
+import { HELD_FATES, RULE_OUTCOMES, ruleJson, type HeldFate, type RecipientRule, type RuleOutcome } from './recipients.ts';
 import { digitsOf } from './sends-log.ts';
 import { displayPhoneNumber, type Reply, type SandboxConfig, type SandboxState } from './state.ts';
-import type { RecipientOutcome } from './statuses.ts';
-import { REVIEW_STATUSES, type ReviewStatus } from './templates.ts';
+import { PAUSE_TITLES, REVIEW_STATUSES, type PauseTitle, type ReviewStatus, type SandboxTemplate } from './templates.ts';
 
 type Obj = Record<string, unknown>;
 const isObject = (v: unknown): v is Obj => typeof v === 'object' && v !== null && !Array.isArray(v);
 const bad = (message: string): Reply => ({ status: 400, body: { error: { message } } });
 const isCount = (v: unknown): v is number => typeof v === 'number' && Number.isInteger(v) && v >= 0;
 
-const OUTCOMES: readonly RecipientOutcome[] = ['reject', 'fail', 'no_read', 'ok'];
 const DEFAULT_REJECT_CODE = 131026;
 const MAX_DELAY_MS = 3_600_000;
+const DEFAULT_HOLD_MS = 1000;
+const isDelay = (v: unknown): v is number => isCount(v) && v <= MAX_DELAY_MS;
 
 /** `PUT /__sandbox/config`: every field optional; the whole new configuration is returned. */
 export function updateConfig(state: SandboxState, body: unknown): Reply {
@@ -43,17 +45,107 @@ export function updateConfig(state: SandboxState, body: unknown): Reply {
   return { status: 200, body: state.config };
 }
 
+/**
+ * `POST /__sandbox/recipients {to, outcome, error_code?, delay_ms?, count?, then?, hold_ms?}`:
+ * `defer` fails the next `count` (default 1) MARKETING sends with 131049 by callback; `held`
+ * answers template sends `held_for_quality_assessment` and settles them `hold_ms` later by `then`.
+ */
 export function setRecipientRule(state: SandboxState, body: unknown): Reply {
   if (!isObject(body) || typeof body.to !== 'string' || digitsOf(body.to).length === 0) return bad('to is required');
-  if (!OUTCOMES.includes(body.outcome as RecipientOutcome)) return bad(`outcome must be one of ${OUTCOMES.join(', ')}`);
+  if (!RULE_OUTCOMES.includes(body.outcome as RuleOutcome)) return bad(`outcome must be one of ${RULE_OUTCOMES.join(', ')}`);
   if (body.error_code !== undefined && !isCount(body.error_code)) return bad('error_code must be a non-negative integer');
-  if (body.delay_ms !== undefined && (!isCount(body.delay_ms) || body.delay_ms > MAX_DELAY_MS)) return bad(`delay_ms must be an integer from 0 to ${MAX_DELAY_MS}`);
-  const outcome = body.outcome as RecipientOutcome;
-  const errorCode = (body.error_code as number | undefined) ?? DEFAULT_REJECT_CODE;
-  const delayMs = (body.delay_ms as number | undefined) ?? 0;
-  if (outcome === 'ok' && delayMs === 0) state.recipients.delete(digitsOf(body.to));
-  else state.recipients.set(digitsOf(body.to), { outcome, errorCode, delayMs });
-  return { status: 200, body: { to: body.to, outcome, error_code: outcome === 'reject' || outcome === 'fail' ? errorCode : null, delay_ms: delayMs } };
+  if (body.delay_ms !== undefined && !isDelay(body.delay_ms)) return bad(`delay_ms must be an integer from 0 to ${MAX_DELAY_MS}`);
+  const outcome = body.outcome as RuleOutcome;
+  const rule: RecipientRule = { outcome, errorCode: (body.error_code as number | undefined) ?? DEFAULT_REJECT_CODE, delayMs: (body.delay_ms as number | undefined) ?? 0 };
+  if (outcome === 'defer') {
+    if (body.count !== undefined && (!isCount(body.count) || body.count < 1)) return bad('count must be a positive integer');
+    rule.remaining = (body.count as number | undefined) ?? 1;
+  }
+  if (outcome === 'held') {
+    const held = heldSwitch(body);
+    if (typeof held === 'string') return bad(held);
+    Object.assign(rule, held);
+  }
+  state.recipients.set(digitsOf(body.to), rule);
+  return { status: 200, body: { ...ruleJson(digitsOf(body.to), rule), to: body.to } };
+}
+
+/** `then` (default release) and `hold_ms` (default 1000) of a held rule or of template pacing, or what is wrong with them. */
+function heldSwitch(body: Obj): { then: HeldFate; holdMs: number } | string {
+  if (body.then !== undefined && !HELD_FATES.includes(body.then as HeldFate)) return `then must be one of ${HELD_FATES.join(', ')}`;
+  if (body.hold_ms !== undefined && !isDelay(body.hold_ms)) return `hold_ms must be an integer from 0 to ${MAX_DELAY_MS}`;
+  return { then: (body.then as HeldFate | undefined) ?? 'release', holdMs: (body.hold_ms as number | undefined) ?? DEFAULT_HOLD_MS };
+}
+
+export function listRecipientRules(state: SandboxState): Reply {
+  return { status: 200, body: { data: state.recipients.list().map(([recipientId, rule]) => ruleJson(recipientId, rule)) } };
+}
+
+/** The templates a control call names (`name`, `language`, optional `waba_id`), or the reply refusing it. */
+function namedTemplates(state: SandboxState, body: unknown): { body: Obj; templates: SandboxTemplate[] } | Reply {
+  if (!isObject(body) || typeof body.name !== 'string' || typeof body.language !== 'string') return bad('name and language are required');
+  if (body.waba_id !== undefined && typeof body.waba_id !== 'string') return bad('waba_id must be a string');
+  const templates = state.templates.find(body.name, body.language, body.waba_id as string | undefined);
+  if (templates.length === 0) return { status: 404, body: { error: { message: `no template ${body.name} (${body.language})${body.waba_id ? ` in WABA ${body.waba_id}` : ''}` } } };
+  return { body, templates };
+}
+
+/**
+ * `POST /__sandbox/templates/pause {name, language, waba_id?, title?, unpause_after_ms?}`: Meta's
+ * quality pause of the APPROVED templates named (PAUSED callback; sends fail with 132015), ending
+ * by itself after `unpause_after_ms` when given, else at `POST /__sandbox/templates/unpause`.
+ */
+export function pauseTemplate(state: SandboxState, request: unknown): Reply {
+  const named = namedTemplates(state, request);
+  if ('status' in named) return named;
+  const { body, templates } = named;
+  if (body.title !== undefined && !PAUSE_TITLES.includes(body.title as PauseTitle)) return bad(`title must be one of ${PAUSE_TITLES.join(', ')}`);
+  if (body.unpause_after_ms !== undefined && !isDelay(body.unpause_after_ms)) return bad(`unpause_after_ms must be an integer from 0 to ${MAX_DELAY_MS}`);
+  const paused = templates.filter((t) => state.templates.pause(t, body.title as PauseTitle | undefined, body.unpause_after_ms as number | undefined));
+  if (paused.length === 0) return { status: 409, body: { error: { message: 'no APPROVED template to pause', statuses: templates.map((t) => t.status) } } };
+  return { status: 200, body: { templates: paused.map((t) => t.id), status: 'PAUSED', unpause_at: paused[0].unpauseAt === undefined ? null : new Date(paused[0].unpauseAt).toISOString() } };
+}
+
+/** `POST /__sandbox/templates/unpause {name, language, waba_id?}`: ends a pause (APPROVED callback, other_info UNPAUSE). */
+export function unpauseTemplate(state: SandboxState, request: unknown): Reply {
+  const named = namedTemplates(state, request);
+  if ('status' in named) return named;
+  const unpaused = named.templates.filter((t) => state.templates.unpause(t));
+  if (unpaused.length === 0) return { status: 409, body: { error: { message: 'no PAUSED template to unpause', statuses: named.templates.map((t) => t.status) } } };
+  return { status: 200, body: { templates: unpaused.map((t) => t.id), status: 'APPROVED' } };
+}
+
+/**
+ * `POST /__sandbox/templates/pacing {name, language, waba_id?, then, hold_ms?}`: template pacing.
+ * With `then` release or drop every send of the template is answered `held_for_quality_assessment`
+ * and settled `hold_ms` later; `then: null` switches it off.
+ */
+export function setTemplatePacing(state: SandboxState, request: unknown): Reply {
+  const named = namedTemplates(state, request);
+  if ('status' in named) return named;
+  const { body, templates } = named;
+  const pacing = body.then === null ? undefined : heldSwitch(body);
+  if (typeof pacing === 'string') return bad(`${pacing}, or null to switch pacing off`);
+  for (const template of templates) state.templates.setPacing(template, pacing);
+  return { status: 200, body: { templates: templates.map((t) => t.id), then: pacing?.then ?? null, hold_ms: pacing?.holdMs ?? null } };
+}
+
+function heldJson(entry: HeldMessage): Obj {
+  return { message_id: entry.message.id, to: entry.message.recipientId, template_id: entry.templateId, then: entry.then, due_at: new Date(entry.dueAt).toISOString() };
+}
+
+export function listHeld(state: SandboxState): Reply {
+  return { status: 200, body: { data: state.held.list().map(heldJson) } };
+}
+
+/** `POST /__sandbox/held/settle {to?, then?}`: settles held messages now (all, or those to `to`), each by its own fate unless `then` says. */
+export function settleHeld(state: SandboxState, body: unknown): Reply {
+  if (!isObject(body)) return bad('body must be a JSON object');
+  if (body.to !== undefined && typeof body.to !== 'string') return bad('to must be a string');
+  if (body.then !== undefined && !HELD_FATES.includes(body.then as HeldFate)) return bad(`then must be one of ${HELD_FATES.join(', ')}`);
+  const to = typeof body.to === 'string' ? digitsOf(body.to) : undefined;
+  const settled = state.held.settleWhere((e) => to === undefined || e.message.recipientId === to, body.then as HeldFate | undefined);
+  return { status: 200, body: { data: settled.map((e) => ({ ...heldJson(e), then: body.then ?? e.then })) } };
 }
 
 export function reviewTemplate(state: SandboxState, body: unknown): Reply {
@@ -86,9 +178,11 @@ export function inbound(state: SandboxState, body: unknown): Reply {
   if (!state.config.callback_url) return { status: 409, body: { error: { message: 'no callback_url is configured' } } };
   const from = typeof body.from === 'string' ? digitsOf(body.from) : undefined;
   const userId = typeof body.from_user_id === 'string' ? body.from_user_id : undefined;
+  const name = typeof body.name === 'string' ? body.name : undefined;
+  if (from) state.windows.opened(body.to_phone_number_id, from, name, userId);
   const messageId = newWamid();
   const message: Obj = { from, from_user_id: userId, id: messageId, timestamp: String(Math.floor(Date.now() / 1000)) };
-  const contact: Obj = { profile: { name: typeof body.name === 'string' ? body.name : 'Sandbox User' }, wa_id: from, user_id: userId, username: body.username };
+  const contact: Obj = { profile: { name: name ?? 'Sandbox User' }, wa_id: from, user_id: userId, username: body.username };
   if (typeof body.context_message_id === 'string') message.context = { from: displayPhoneNumber(body.to_phone_number_id), id: body.context_message_id };
   if (hasText) {
     message.type = 'text';

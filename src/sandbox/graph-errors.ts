@@ -49,3 +49,26 @@ export function missingTokenError(): GraphErrorReply {
   reply.body.error.message = 'Invalid OAuth access token - Cannot parse access token';
   return reply;
 }
+
+/**
+ * Meta's own words in a failed status's `errors[]` where the sandbox knows them (reference §7's
+ * example for 131049); other codes take the title of the service's error table.
+ */
+const STATUS_ERROR_TEXTS: Record<number, { title: string; details: string }> = {
+  131049: {
+    title: 'This message was not delivered to maintain healthy ecosystem engagement.',
+    details: 'In order to maintain a healthy ecosystem engagement, the message failed to be delivered.',
+  },
+  132015: {
+    title: 'Template is paused',
+    details: 'The message template is paused because of low quality, so the held message was not sent.',
+  },
+};
+
+/** The `title` (also the `message`) and `error_data.details` of an asynchronous error with this code. */
+export function statusErrorText(code: number): { title: string; details: string } {
+  const known = STATUS_ERROR_TEXTS[code];
+  if (known) return known;
+  const title = lookupErrorCode(code)?.title ?? 'Message failed';
+  return { title, details: title };
+}

@@ -1,18 +1,19 @@
 import { createHash, createHmac, randomBytes, randomInt } from 'node:crypto';
-import { lookupErrorCode } from '../upstream/error-codes.ts';
-import { graphError, type GraphErrorReply } from './graph-errors.ts';
+import { graphError, statusErrorText, type GraphErrorReply } from './graph-errors.ts';
 import { parseMultipart } from './multipart.ts';
 import { digitsOf } from './sends-log.ts';
+import { SERVICE_WINDOW_MS } from './service-windows.ts';
 import type { Reply, SandboxState } from './state.ts';
+import type { AcceptedMessage } from './statuses.ts';
 import { checkSendComponents } from './template-params.ts';
-import { templateJson } from './templates.ts';
+import { templateJson, type SandboxTemplate } from './templates.ts';
 
 type Obj = Record<string, unknown>;
 const isObject = (v: unknown): v is Obj => typeof v === 'object' && v !== null && !Array.isArray(v);
 
 const MAX_CALLBACK_DATA = 512;
 const RATE_LIMIT_SUBCODE = 2494055;
-const DEFAULT_RECIPIENT_ERROR = 131026;
+const REENGAGEMENT_ERROR = 131047;
 const MAX_MEDIA_RECORDS = 10_000;
 const MEDIA_ERROR = 131053;
 
@@ -120,6 +121,20 @@ function parseJson(raw: Buffer): unknown {
   try { return JSON.parse(raw.toString('utf8')); } catch { return undefined; }
 }
 
+/** A failed status's error: Meta's words for the code, or what went wrong with the media. */
+function statusError(code: number, mediaFailure: string | null): AcceptedMessage['error'] {
+  const { title, details } = statusErrorText(code);
+  return { code, title, details: mediaFailure ?? details };
+}
+
+/** Mark-as-read (`{messaging_product, status: "read", message_id}`): Meta answers `{success: true}`. */
+function markAsRead(body: Obj): Reply {
+  if (typeof body.message_id !== 'string' || body.message_id === '') {
+    return fromError(graphError(131008, { details: 'The parameter message_id is required.' }));
+  }
+  return { status: 200, body: { success: true } };
+}
+
 export class GraphHandlers {
   private readonly mpsWindows = new Map<string, { second: number; count: number }>();
 
@@ -168,6 +183,7 @@ export class GraphHandlers {
     if (body.messaging_product !== 'whatsapp') {
       return fromError(graphError(100, { title: 'The parameter messaging_product is required.', details: 'messaging_product must be "whatsapp".' }));
     }
+    if (body.status === 'read') return markAsRead(body);
     if (this.overThroughput(phoneNumberId)) {
       return fromError(graphError(130429, { subcode: RATE_LIMIT_SUBCODE, details: 'Cloud API message throughput has been reached.' }));
     }
@@ -183,35 +199,31 @@ export class GraphHandlers {
     }
 
     const type = body.type ?? 'text';
-    let templateName: string | null = null;
-    let language: string | null = null;
+    let template: SandboxTemplate | null = null;
     let components: unknown = null;
-    let category: string | null = null;
     let mediaFailure: string | null = null;
     if (type === 'template') {
-      const template = body.template;
-      if (!isObject(template) || typeof template.name !== 'string' || template.name === '') {
+      const sent = body.template;
+      if (!isObject(sent) || typeof sent.name !== 'string' || sent.name === '') {
         return fromError(graphError(131008, { details: 'The parameter template.name is required.' }));
       }
-      const code = isObject(template.language) ? template.language.code : undefined;
+      const code = isObject(sent.language) ? sent.language.code : undefined;
       if (typeof code !== 'string' || code === '') return fromError(graphError(131008, { details: 'The parameter template.language.code is required.' }));
-      const found = state.templates.resolveForSend(phoneNumberId, template.name, code);
+      const found = state.templates.resolveForSend(phoneNumberId, sent.name, code);
       if (!found || (found.status !== 'APPROVED' && found.status !== 'PAUSED' && found.status !== 'DISABLED')) {
-        return fromError(graphError(132001, { details: `template name (${template.name}) does not exist in ${code}` }));
+        return fromError(graphError(132001, { details: `template name (${sent.name}) does not exist in ${code}` }));
       }
-      if (found.status === 'PAUSED') return fromError(graphError(132015, { details: `Template ${template.name} is paused.` }));
-      if (found.status === 'DISABLED') return fromError(graphError(132016, { details: `Template ${template.name} is disabled.` }));
-      const problem = checkSendComponents(found.expected, template.components);
+      if (found.status === 'PAUSED') return fromError(graphError(132015, { details: `Template ${sent.name} is paused.` }));
+      if (found.status === 'DISABLED') return fromError(graphError(132016, { details: `Template ${sent.name} is disabled.` }));
+      const problem = checkSendComponents(found.expected, sent.components);
       if (problem) return fromError(graphError(problem.code, { details: problem.details }));
-      const media = headerMedia(template.components);
+      const media = headerMedia(sent.components);
       if (media?.link !== undefined && !isWebUrl(media.link)) {
         return fromError(graphError(131009, { details: `header: ${media.type}.link is not a valid http(s) URL` }));
       }
       mediaFailure = media ? this.mediaFailure(phoneNumberId, media) : null;
-      templateName = found.name;
-      language = found.language;
-      components = template.components ?? [];
-      category = found.category;
+      template = found;
+      components = sent.components ?? [];
     } else if (type === 'text') {
       if (!isObject(body.text) || typeof body.text.body !== 'string' || body.text.body === '') {
         return fromError(graphError(131008, { details: 'The parameter text.body is required.' }));
@@ -219,30 +231,45 @@ export class GraphHandlers {
     } else if (typeof type !== 'string' || !isObject(body[type])) {
       return fromError(graphError(131008, { details: `The parameter ${String(type)} is required.` }));
     }
-
-    const rule = state.recipients.get(recipientId);
-    if (rule?.outcome === 'reject') {
-      return fromError(graphError(rule.errorCode, { details: `Sandbox recipient ${to} is configured to reject sends.` }));
+    // Free-form messages only within the user's customer-service window (reference §8); templates any time.
+    if (!template && !state.windows.isOpen(phoneNumberId, recipientId, SERVICE_WINDOW_MS)) {
+      return fromError(graphError(REENGAGEMENT_ERROR, {
+        details: 'Message failed to send because more than 24 hours have passed since the customer last replied to this number.',
+      }));
     }
+
+    const fate = state.recipients.fateOf(recipientId, template?.category ?? null);
+    if (fate.kind === 'reject') {
+      return fromError(graphError(fate.errorCode, { details: `Sandbox recipient ${to} is configured to reject sends.` }));
+    }
+    // Template pacing switched on for the template decides over a recipient's `held` rule.
+    const held = template?.pacing ?? (fate.kind === 'held' ? fate : null);
 
     const messageId = newWamid();
     state.sends.add({
-      message_id: messageId, to, template: templateName, language, components,
+      message_id: messageId, to, template: template?.name ?? null, language: template?.language ?? null, components,
       biz_opaque_callback_data: (callbackData as string | undefined) ?? null, at: new Date().toISOString(),
     });
-    if (state.config.callbacks && state.config.callback_url) {
-      // Header media is fetched after the 200, as Meta does: a bad one fails the message by callback.
-      const errorCode = mediaFailure ? MEDIA_ERROR : rule?.errorCode ?? DEFAULT_RECIPIENT_ERROR;
-      state.statuses.accepted({
-        id: messageId, phoneNumberId, wabaId: state.templates.wabaOf(phoneNumberId) ?? phoneNumberId, recipientId,
-        callbackData: (callbackData as string | undefined) ?? null, category,
-        outcome: mediaFailure ? 'fail' : rule?.outcome ?? 'ok', errorCode, errorTitle: lookupErrorCode(errorCode)?.title ?? 'Message failed',
-        errorDetails: mediaFailure ?? undefined, delayMs: rule?.delayMs,
-      });
+    const accepted = fate.kind === 'accept' ? fate : { outcome: 'ok' as const, errorCode: null, delayMs: 0 };
+    // Header media is fetched after the 200, as Meta does: a bad one fails the message by callback.
+    const errorCode = mediaFailure ? MEDIA_ERROR : accepted.errorCode;
+    const message: AcceptedMessage = {
+      id: messageId, phoneNumberId, wabaId: state.templates.wabaOf(phoneNumberId) ?? phoneNumberId, recipientId,
+      callbackData: (callbackData as string | undefined) ?? null, category: template?.category ?? null,
+      outcome: mediaFailure ? 'fail' : accepted.outcome, delayMs: accepted.delayMs,
+      error: errorCode === null ? undefined : statusError(errorCode, mediaFailure),
+    };
+    if (held && template) {
+      state.held.hold({ message, templateId: template.id, then: held.then, dueAt: Date.now() + held.holdMs });
+    } else if (state.config.callbacks && state.config.callback_url) {
+      state.statuses.accepted(message);
     }
     return {
       status: 200,
-      body: { messaging_product: 'whatsapp', contacts: [{ input: to, wa_id: recipientId }], messages: [{ id: messageId }] },
+      body: {
+        messaging_product: 'whatsapp', contacts: [{ input: to, wa_id: recipientId }],
+        messages: [held ? { id: messageId, message_status: 'held_for_quality_assessment' } : { id: messageId }],
+      },
     };
   }
 

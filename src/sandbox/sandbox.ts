@@ -18,26 +18,40 @@
  *   otherwise the message gets a `failed` status with 131053 instead of sent/delivered/read.
  * - `POST /__sandbox/recipients {to, outcome, error_code?, delay_ms?}`: `delay_ms` holds that
  *   recipient's first status (sent or failed) back, for campaigns whose outcomes arrive late.
+ *   `defer` (with `count`) fails the next MARKETING sends with 131049 by callback; `held` (with
+ *   `then`, `hold_ms`) answers template sends `held_for_quality_assessment`, then releases or drops them.
+ * - `POST /__sandbox/templates/pause|unpause|pacing`: Meta's quality pause (132015 meanwhile) and
+ *   its end (APPROVED with other_info UNPAUSE); template pacing holds every send of a template.
+ * - Free-form (non-template) messages need an inbound message from that user to that phone number
+ *   within 24 h (`POST /__sandbox/inbound`), else 131047; mark-as-read answers `{success: true}`.
  * - Statuses carry `pricing` on sent and delivered (a template in its category; a free-form
- *   message as a free service message), never on read or failed.
- * - `POST /__sandbox/reset` forgets recipient rules, review rules, the sends log and throughput
- *   windows, and restores the configuration defaults except `callback_url`; templates stay.
- * - With `stateFile` (the service's DATA_DIR), templates, review outcomes and phone bindings are
- *   written there on every change and read back at start, so a restarted sandbox sends as before.
+ *   message as a free service message), never on read or failed, and `contacts[]` beside them
+ *   (not for failed ones).
+ * - `POST /__sandbox/reset` forgets recipient rules, review rules, template pacing, service
+ *   windows, the sends log and throughput windows, and restores the configuration defaults except
+ *   `callback_url`; templates stay, and so does what is owed (held messages, queued callbacks).
+ * - With `stateFile` (the service's DATA_DIR), templates, review outcomes, phone bindings, rules,
+ *   service windows, held messages, statuses not yet posted and callbacks queued or waiting for a
+ *   retry are written there (coalesced, see StateFile) and on close, and read back at start.
  */
-import { existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
-import { dirname } from 'node:path';
 import type { AddressInfo } from 'node:net';
 import pino, { type Logger } from 'pino';
-import { CallbackDeliverer } from './callbacks.ts';
-import { bindPhoneNumber, inbound, reviewTemplate, setRecipientRule, updateConfig } from './control.ts';
-import { graphError, missingTokenError } from './graph-errors.ts';
+import { CallbackDeliverer, type SavedCallback } from './callbacks.ts';
+import {
+  bindPhoneNumber, inbound, listHeld, listRecipientRules, pauseTemplate, reviewTemplate, setRecipientRule, setTemplatePacing, settleHeld,
+  unpauseTemplate, updateConfig,
+} from './control.ts';
+import { graphError, missingTokenError, statusErrorText } from './graph-errors.ts';
 import { GraphHandlers } from './graph.ts';
+import { HeldMessages, type HeldMessage } from './held.ts';
+import { RecipientRules, type HeldFate, type RecipientRule } from './recipients.ts';
 import { SendsLog } from './sends-log.ts';
+import { ServiceWindows } from './service-windows.ts';
+import { StateFile } from './state-file.ts';
 import { displayPhoneNumber, type Reply, type SandboxConfig, type SandboxState } from './state.ts';
-import { StatusPipeline } from './statuses.ts';
-import { TemplateStore, templateJson, type TemplateStatusChange, type TemplateStoreSnapshot } from './templates.ts';
+import { StatusPipeline, type PendingStatus, type StatusPipelineSnapshot } from './statuses.ts';
+import { TemplateStore, templateJson, type SandboxTemplate, type TemplateStatusChange, type TemplateStoreSnapshot } from './templates.ts';
 
 export interface SandboxOptions {
   port: number;
@@ -56,8 +70,20 @@ export interface SandboxOptions {
   callbackRetryDelaysMs?: number[];
   sendsLogCapacity?: number;
   graphVersion?: string;
-  /** JSON file keeping templates, review outcomes and phone bindings across restarts; none: memory only. */
+  /** JSON file keeping templates, rules and the callbacks still owed across restarts; none: memory only. */
   stateFile?: string;
+}
+
+/**
+ * What the state file holds: the template store's snapshot (all the file held before) and, since,
+ * recipient rules, customer-service windows and everything still owed to the receiver.
+ */
+interface SandboxSnapshot extends TemplateStoreSnapshot {
+  recipients?: [string, RecipientRule][];
+  windows?: ReturnType<ServiceWindows['snapshot']>;
+  held?: HeldMessage[];
+  statuses?: StatusPipelineSnapshot;
+  callbacks?: SavedCallback[];
 }
 
 export interface Sandbox {
@@ -74,6 +100,10 @@ const CONTROL_ROUTES_WITH_BODY: Record<string, (state: SandboxState, body: unkno
   'PUT /__sandbox/config': updateConfig,
   'POST /__sandbox/recipients': setRecipientRule,
   'POST /__sandbox/templates/review': reviewTemplate,
+  'POST /__sandbox/templates/pause': pauseTemplate,
+  'POST /__sandbox/templates/unpause': unpauseTemplate,
+  'POST /__sandbox/templates/pacing': setTemplatePacing,
+  'POST /__sandbox/held/settle': settleHeld,
   'POST /__sandbox/inbound': inbound,
   'POST /__sandbox/phone_numbers': bindPhoneNumber,
 };
@@ -89,27 +119,50 @@ export async function createSandbox(options: SandboxOptions): Promise<Sandbox> {
     callbacks: options.callbacks ?? true,
     callback_url: options.callbackUrl ?? null,
   });
+  const persist = new StateFile<SandboxSnapshot>(options.stateFile, () => ({
+    ...state.templates.snapshot(),
+    recipients: state.recipients.snapshot(),
+    windows: state.windows.snapshot(),
+    held: state.held.snapshot(),
+    statuses: state.statuses.snapshot(),
+    callbacks: state.deliverer.owed(),
+  }));
+  const changed = () => persist.schedule();
   const deliverer = new CallbackDeliverer({
     appSecret: options.appSecret, callbackUrl: () => state.config.callback_url, logger, retryDelaysMs: options.callbackRetryDelaysMs,
+    onSettled: (next) => state.statuses.advance(next as PendingStatus[]), onChange: changed,
   });
+  const windows = new ServiceWindows(changed);
   const state: SandboxState = {
     config: { ...defaults },
     defaults,
-    templates: new TemplateStore((change) => templateStatusCallback(state, change), () => persist.schedule()),
+    templates: new TemplateStore((change) => templateStatusChanged(state, change), changed),
     sends: new SendsLog(options.sendsLogCapacity),
-    recipients: new Map(),
+    recipients: new RecipientRules(changed),
+    windows,
+    held: new HeldMessages((entry, fate) => settleHeldMessage(state, entry, fate), changed),
     media: new Map(),
     deliverer,
-    statuses: new StatusPipeline(deliverer, { flushMs: options.statusFlushMs ?? 20, batchSize: options.statusBatchSize ?? 100, displayPhoneNumber }),
+    statuses: new StatusPipeline(deliverer, {
+      flushMs: options.statusFlushMs ?? 20, batchSize: options.statusBatchSize ?? 100, displayPhoneNumber,
+      contactOf: (phoneNumberId, recipientId) => windows.contactOf(phoneNumberId, recipientId), onChange: changed,
+    }),
     logger,
   };
-  const persist = new StateFile(options.stateFile, () => state.templates.snapshot());
   const saved = persist.load();
-  if (saved) state.templates.restore(saved, defaults.review_ms);
+  if (saved) {
+    state.templates.restore(saved, defaults.review_ms);
+    state.recipients.restore(saved.recipients ?? []);
+    state.windows.restore(saved.windows ?? []);
+    state.statuses.restore(saved.statuses ?? { due: [], delayed: [] });
+    state.held.restore(saved.held ?? []);
+    state.deliverer.restore(saved.callbacks ?? []);
+  }
   const graph = new GraphHandlers(state, options.appSecret);
 
   function reset(): Reply {
     state.recipients.clear();
+    state.windows.clear();
     state.sends.clear();
     state.templates.forgetRules();
     graph.resetRateWindows();
@@ -123,7 +176,9 @@ export async function createSandbox(options: SandboxOptions): Promise<Sandbox> {
     if (route === 'GET /__sandbox/health') return { status: 200, body: { status: 'ok' } };
     if (route === 'GET /__sandbox/config') return { status: 200, body: state.config };
     if (route === 'GET /__sandbox/sends') return { status: 200, body: { data: state.sends.list(query.get('to') ?? undefined) } };
-    if (route === 'GET /__sandbox/templates') return { status: 200, body: { data: state.templates.all().map((t) => ({ ...templateJson(t), waba_id: t.wabaId })) } };
+    if (route === 'GET /__sandbox/templates') return { status: 200, body: { data: state.templates.all().map(sandboxTemplateJson) } };
+    if (route === 'GET /__sandbox/recipients') return listRecipientRules(state);
+    if (route === 'GET /__sandbox/held') return listHeld(state);
     if (route === 'POST /__sandbox/reset') return reset();
     const handler = CONTROL_ROUTES_WITH_BODY[route];
     if (!handler) return { status: 404, body: { error: { message: `no sandbox control route ${route}` } } };
@@ -206,45 +261,46 @@ export async function createSandbox(options: SandboxOptions): Promise<Sandbox> {
     baseUrl: `${url}/${options.graphVersion ?? 'v21.0'}`,
     state,
     async close() {
+      // Timers stop first, then requests; what is still owed (statuses not yet posted, callbacks
+      // queued, in flight or waiting for a retry, held messages) is written before the deliverer
+      // lets go of it, and taken back by the next start.
       state.templates.close();
-      persist.flush();
+      state.held.close();
       state.statuses.close();
       const closed = new Promise<void>((resolve) => server.close(() => resolve()));
       server.closeAllConnections();
       await closed;
+      persist.schedule();
+      persist.flush();
       await deliverer.close();
     },
   };
 }
 
-/** Writes the template store's snapshot after changes (once per burst), atomically through a rename. */
-class StateFile {
-  private pending = false;
+/** A template as the control API lists it: Graph's fields, its WABA, and the control API's pause end and pacing switch. */
+function sandboxTemplateJson(template: SandboxTemplate): Record<string, unknown> {
+  return {
+    ...templateJson(template), waba_id: template.wabaId,
+    unpause_at: template.unpauseAt === undefined ? null : new Date(template.unpauseAt).toISOString(),
+    pacing: template.pacing ? { then: template.pacing.then, hold_ms: template.pacing.holdMs } : null,
+  };
+}
 
-  constructor(private readonly path: string | undefined, private readonly snapshot: () => TemplateStoreSnapshot) {}
-
-  load(): TemplateStoreSnapshot | null {
-    if (!this.path || !existsSync(this.path)) return null;
-    try {
-      return JSON.parse(readFileSync(this.path, 'utf8')) as TemplateStoreSnapshot;
-    } catch (err) {
-      throw new Error(`sandbox state ${this.path} cannot be read (${(err as Error).message}); remove it to start the sandbox without templates`);
-    }
+/** A held message's hold ended: its statuses follow, or (dropped) it fails with 132015 and its template pauses. */
+function settleHeldMessage(state: SandboxState, { message, templateId }: HeldMessage, fate: HeldFate): void {
+  if (fate === 'drop') {
+    const template = state.templates.get(templateId);
+    if (template) state.templates.pause(template);
   }
+  if (!state.config.callbacks || !state.config.callback_url) return;
+  const paused = { code: 132015, ...statusErrorText(132015) };
+  state.statuses.accepted(fate === 'drop' ? { ...message, outcome: 'fail', delayMs: 0, error: paused } : message);
+}
 
-  schedule(): void {
-    if (!this.path || this.pending) return;
-    this.pending = true;
-    setImmediate(() => this.flush());
-  }
-
-  flush(): void {
-    if (!this.path || !this.pending) return;
-    this.pending = false;
-    mkdirSync(dirname(this.path), { recursive: true });
-    writeFileSync(`${this.path}.tmp`, JSON.stringify(this.snapshot()));
-    renameSync(`${this.path}.tmp`, this.path);
-  }
+function templateStatusChanged(state: SandboxState, change: TemplateStatusChange): void {
+  templateStatusCallback(state, change);
+  // Reference §2: a pacing that ends in a pause fails every message still held for that template.
+  if (change.event === 'PAUSED') state.held.settleWhere((entry) => entry.templateId === change.template.id, 'drop');
 }
 
 function write(res: ServerResponse, reply: Reply): void {
@@ -270,7 +326,7 @@ function readBody(req: IncomingMessage, limit: number): Promise<Buffer | null> {
   });
 }
 
-function templateStatusCallback(state: SandboxState, { template, event, reason }: TemplateStatusChange): void {
+function templateStatusCallback(state: SandboxState, { template, event, reason, title }: TemplateStatusChange): void {
   if (!state.config.callbacks || !state.config.callback_url) return;
   const now = Math.floor(Date.now() / 1000);
   const value: Record<string, unknown> = {
@@ -282,7 +338,8 @@ function templateStatusCallback(state: SandboxState, { template, event, reason }
     message_template_category: template.category,
     reason: event === 'REJECTED' ? reason : 'NONE',
   };
-  if (event === 'PAUSED') value.other_info = { title: 'FIRST_PAUSE', description: `Your ${template.name} template has been paused because of low quality.` };
+  if (event === 'PAUSED') value.other_info = { title: title ?? 'FIRST_PAUSE', description: `Your ${template.name} template has been paused because of low quality.` };
+  if (title === 'UNPAUSE') value.other_info = { title, description: `Your ${template.name} template is no longer paused and can be sent again.` };
   if (event === 'DISABLED') value.disable_info = { disable_date: now };
   if (event === 'REJECTED' && reason === 'INVALID_FORMAT') value.rejection_info = { reason: 'INVALID_FORMAT', recommendation: 'Check the template\'s variables and formatting.' };
   state.deliverer.post({

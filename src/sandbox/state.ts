@@ -1,7 +1,10 @@
 import type { Logger } from 'pino';
 import type { CallbackDeliverer } from './callbacks.ts';
+import type { HeldMessages } from './held.ts';
+import type { RecipientRules } from './recipients.ts';
 import type { SendsLog } from './sends-log.ts';
-import type { RecipientOutcome, StatusPipeline } from './statuses.ts';
+import type { ServiceWindows } from './service-windows.ts';
+import type { StatusPipeline } from './statuses.ts';
 import type { TemplateStore } from './templates.ts';
 
 /** Runtime behaviour, as `PUT /__sandbox/config` reads and writes it. */
@@ -12,13 +15,6 @@ export interface SandboxConfig {
   mps_limit: number | null;
   callbacks: boolean;
   callback_url: string | null;
-}
-
-export interface RecipientRule {
-  outcome: RecipientOutcome;
-  errorCode: number;
-  /** How long the first status callback of a send to this recipient is held back. */
-  delayMs: number;
 }
 
 export interface MediaRecord {
@@ -35,8 +31,10 @@ export interface SandboxState {
   readonly defaults: Readonly<SandboxConfig>;
   templates: TemplateStore;
   sends: SendsLog;
-  /** Keyed by the recipient's digits. */
-  recipients: Map<string, RecipientRule>;
+  recipients: RecipientRules;
+  /** Customer-service windows opened by inbound messages. */
+  windows: ServiceWindows;
+  held: HeldMessages;
   media: Map<string, MediaRecord>;
   deliverer: CallbackDeliverer;
   statuses: StatusPipeline;

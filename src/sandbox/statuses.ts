@@ -1,6 +1,7 @@
 import type { CallbackDeliverer } from './callbacks.ts';
 
-export type RecipientOutcome = 'ok' | 'fail' | 'no_read' | 'reject';
+/** What happens to a send to one recipient (how `POST /__sandbox/recipients` rules resolve per send). */
+export type RecipientOutcome = 'ok' | 'fail' | 'no_read';
 type Stage = 'sent' | 'delivered' | 'read' | 'failed';
 
 export interface AcceptedMessage {
@@ -11,23 +12,39 @@ export interface AcceptedMessage {
   callbackData: string | null;
   category: string | null;
   outcome: RecipientOutcome;
-  errorCode: number;
-  errorTitle: string;
-  /** What went wrong in the failed status's `error_data.details`; the title when absent. */
-  errorDetails?: string;
+  /** The failed status's `errors[0]` (outcome `fail`). */
+  error?: { code: number; title: string; details: string };
   /** Held this long before the first status (sent, or failed) is queued. */
   delayMs?: number;
 }
 
-interface PendingStatus {
+export interface PendingStatus {
   message: AcceptedMessage;
   stage: Stage;
+}
+
+/** Statuses not yet handed to the deliverer, as a restarted sandbox takes them back. */
+export interface StatusPipelineSnapshot {
+  due: PendingStatus[];
+  delayed: { message: AcceptedMessage; dueAt: number }[];
+}
+
+/** What a status callback says about its recipient: Meta's `contacts[]` entry. */
+export interface StatusContact {
+  profile: { name: string };
+  wa_id: string;
+  /** The user's business-scoped user id, when they wrote with one. */
+  user_id?: string;
 }
 
 export interface StatusPipelineOptions {
   flushMs: number;
   batchSize: number;
   displayPhoneNumber: (phoneNumberId: string) => string;
+  /** The `contacts[]` entry of a recipient of this phone number. */
+  contactOf?: (phoneNumberId: string, recipientId: string) => StatusContact;
+  /** Told when a send was taken (to persist what is owed). */
+  onChange?: () => void;
 }
 
 const ERROR_HREF = '/documentation/business-messaging/whatsapp/support/error-codes';
@@ -37,30 +54,55 @@ const ERROR_HREF = '/documentation/business-messaging/whatsapp/support/error-cod
  * Meta's: statuses collect for `flushMs` (or until `batchSize` are waiting) and go out together,
  * grouped per phone number. A message's next status is queued only once the POST carrying the
  * previous one was taken (or given up on), so each message's statuses arrive in order; a slow
- * receiver slows the progression instead of seeing delivered before sent.
+ * receiver slows the progression instead of seeing delivered before sent. The next statuses ride
+ * with the POST as its follow-up (`advance` takes them back), so that they survive a restart with it.
  */
 export class StatusPipeline {
   private fresh: PendingStatus[] = [];
   private advanced: PendingStatus[] = [];
   private timer: NodeJS.Timeout | null = null;
-  private readonly delayed = new Set<NodeJS.Timeout>();
+  private readonly delayed = new Map<NodeJS.Timeout, { message: AcceptedMessage; dueAt: number }>();
   private closed = false;
 
   constructor(private readonly deliverer: CallbackDeliverer, private readonly options: StatusPipelineOptions) {}
 
   accepted(message: AcceptedMessage): void {
     if (message.delayMs && message.delayMs > 0) {
-      const timer = setTimeout(() => {
-        this.delayed.delete(timer);
-        if (!this.closed) this.accepted({ ...message, delayMs: 0 });
-      }, message.delayMs);
-      timer.unref();
-      this.delayed.add(timer);
+      this.delay({ ...message, delayMs: 0 }, Date.now() + message.delayMs);
+      this.options.onChange?.();
       return;
     }
     this.fresh.push({ message, stage: message.outcome === 'fail' ? 'failed' : 'sent' });
+    this.options.onChange?.();
     if (this.fresh.length >= this.options.batchSize) this.post(this.takeFresh());
     else this.arm();
+  }
+
+  private delay(message: AcceptedMessage, dueAt: number): void {
+    const timer = setTimeout(() => {
+      this.delayed.delete(timer);
+      if (!this.closed) this.accepted(message);
+    }, Math.max(0, dueAt - Date.now()));
+    timer.unref();
+    this.delayed.set(timer, { message, dueAt });
+  }
+
+  /** The next statuses of messages whose previous status was taken (a POST's follow-up). */
+  advance(items: PendingStatus[]): void {
+    if (this.closed) return;
+    for (const item of items) this.advanced.push(item);
+    this.arm();
+  }
+
+  snapshot(): StatusPipelineSnapshot {
+    return { due: [...this.advanced, ...this.fresh], delayed: [...this.delayed.values()] };
+  }
+
+  restore(snapshot: StatusPipelineSnapshot): void {
+    for (const { message, dueAt } of snapshot.delayed) this.delay(message, dueAt);
+    if (snapshot.due.length === 0) return;
+    this.advanced.push(...snapshot.due);
+    this.arm();
   }
 
   /** Statuses waiting to be posted, delayed first statuses included. */
@@ -92,20 +134,24 @@ export class StatusPipeline {
     if (items.length === 0) return;
     const timestamp = String(Math.floor(Date.now() / 1000));
     for (let start = 0; start < items.length; start += this.options.batchSize) {
-      const byPhone = new Map<string, { wabaId: string; statuses: unknown[] }>();
+      const byPhone = new Map<string, { wabaId: string; statuses: unknown[]; contacts: Map<string, StatusContact> }>();
       const next: PendingStatus[] = [];
       for (const item of items.slice(start, start + this.options.batchSize)) {
         const { message } = item;
         let group = byPhone.get(message.phoneNumberId);
         if (!group) {
-          group = { wabaId: message.wabaId, statuses: [] };
+          group = { wabaId: message.wabaId, statuses: [], contacts: new Map() };
           byPhone.set(message.phoneNumberId, group);
         }
         group.statuses.push(statusJson(item, timestamp));
+        // Meta's failed statuses may come without contacts; the sandbox leaves them out there.
+        if (item.stage !== 'failed' && !group.contacts.has(message.recipientId)) {
+          group.contacts.set(message.recipientId, this.options.contactOf?.(message.phoneNumberId, message.recipientId) ?? { profile: { name: 'Sandbox User' }, wa_id: message.recipientId });
+        }
         const stage = nextStage(item);
         if (stage) next.push({ message, stage });
       }
-      const delivered = this.deliverer.post({
+      this.deliverer.post({
         object: 'whatsapp_business_account',
         entry: [...byPhone].map(([phoneNumberId, group]) => ({
           id: group.wabaId,
@@ -114,29 +160,21 @@ export class StatusPipeline {
             value: {
               messaging_product: 'whatsapp',
               metadata: { display_phone_number: this.options.displayPhoneNumber(phoneNumberId), phone_number_id: phoneNumberId },
+              ...(group.contacts.size > 0 ? { contacts: [...group.contacts.values()] } : {}),
               statuses: group.statuses,
             },
           }],
         })),
-      });
-      if (next.length > 0) {
-        void delivered.then(() => {
-          if (this.closed) return;
-          for (const item of next) this.advanced.push(item);
-          this.arm();
-        });
-      }
+      }, next.length > 0 ? next : undefined);
     }
   }
 
+  /** Stops the timers; what is still owed stays readable through `snapshot`. */
   close(): void {
     this.closed = true;
     if (this.timer) clearTimeout(this.timer);
     this.timer = null;
-    for (const timer of this.delayed) clearTimeout(timer);
-    this.delayed.clear();
-    this.fresh = [];
-    this.advanced = [];
+    for (const timer of this.delayed.keys()) clearTimeout(timer);
   }
 }
 
@@ -152,10 +190,8 @@ function statusJson({ message, stage }: PendingStatus, timestamp: string): Recor
   // Meta prices a message on `sent` and again on one of delivered/read (reference §7); never on failed.
   if (stage === 'sent' || stage === 'delivered') status.pricing = pricingOf(message);
   if (stage === 'failed') {
-    status.errors = [{
-      code: message.errorCode, title: message.errorTitle, message: message.errorTitle,
-      error_data: { details: message.errorDetails ?? message.errorTitle }, href: ERROR_HREF,
-    }];
+    const error = message.error ?? { code: 131000, title: 'Something went wrong', details: 'Something went wrong' };
+    status.errors = [{ code: error.code, title: error.title, message: error.title, error_data: { details: error.details }, href: ERROR_HREF }];
   }
   return status;
 }

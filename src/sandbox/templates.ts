@@ -1,4 +1,5 @@
 import { TEMPLATE_SUBCODES } from '../upstream/error-codes.ts';
+import type { HeldFate } from './recipients.ts';
 import { expectedParams, type ExpectedParams } from './template-params.ts';
 import { authenticationComponents, checkTemplateComponents } from './template-rules.ts';
 
@@ -17,13 +18,23 @@ export interface SandboxTemplate {
   rejectedReason: string;
   createdAt: number;
   expected: ExpectedParams;
+  /** When a pause set through the control API ends by itself (epoch ms). */
+  unpauseAt?: number;
+  /** Template pacing switched on through the control API: every send is held, then released or dropped. */
+  pacing?: { then: HeldFate; holdMs: number };
 }
 
 export interface TemplateStatusChange {
   template: SandboxTemplate;
   event: string;
   reason: string;
+  /** `other_info.title` of the callback: FIRST_PAUSE (and the like) on a pause, UNPAUSE when a pause ends. */
+  title?: string;
 }
+
+/** How a pause is named in `other_info.title` (reference §7). */
+export const PAUSE_TITLES = ['FIRST_PAUSE', 'SECOND_PAUSE', 'RATE_LIMITING_PAUSE'] as const;
+export type PauseTitle = typeof PAUSE_TITLES[number];
 
 /** What a restarted sandbox needs to answer as before: templates, review outcomes, phone bindings. */
 export interface TemplateStoreSnapshot {
@@ -61,7 +72,8 @@ export class TemplateStore {
   private readonly boundWabas = new Set<string>();
   /** Outcomes decided through the control API, applied when a matching template is reviewed. */
   private readonly reviewRules = new Map<string, { status: ReviewStatus; reason: string }>();
-  private readonly reviewTimers = new Set<NodeJS.Timeout>();
+  /** Pending reviews and pauses that end by themselves. */
+  private readonly timers = new Set<NodeJS.Timeout>();
   private nextId = 100_000_000_000_000 + Math.floor(Math.random() * 1_000_000_000) * 1000;
 
   /** `onChange` is told after anything a snapshot holds has changed (to persist it). */
@@ -83,6 +95,7 @@ export class TemplateStore {
       const template: SandboxTemplate = { ...saved, expected: expectedParams(saved.components, saved.parameterFormat) };
       this.add(template);
       if (template.status === 'PENDING') this.scheduleReview(template, reviewMs);
+      if (template.status === 'PAUSED' && template.unpauseAt !== undefined) this.scheduleUnpause(template, template.unpauseAt);
     }
     for (const [phoneNumberId, wabaId] of snapshot.phoneToWaba) {
       this.phoneToWaba.set(phoneNumberId, wabaId);
@@ -136,15 +149,59 @@ export class TemplateStore {
   }
 
   private scheduleReview(template: SandboxTemplate, reviewMs: number): void {
-    const timer = setTimeout(() => {
-      this.reviewTimers.delete(timer);
+    this.later(reviewMs, () => {
       if (template.status !== 'PENDING') return;
       const rule = this.reviewRules.get(ruleKey(template.name, template.language, template.wabaId))
         ?? this.reviewRules.get(ruleKey(template.name, template.language));
       this.setStatus(template, rule?.status ?? 'APPROVED', rule?.reason ?? 'NONE');
-    }, Math.max(0, reviewMs));
+    });
+  }
+
+  private scheduleUnpause(template: SandboxTemplate, at: number): void {
+    // Only the latest pause's end counts: a later pause with another end supersedes it.
+    this.later(at - Date.now(), () => { if (template.unpauseAt === at) this.unpause(template); });
+  }
+
+  private later(ms: number, run: () => void): void {
+    const timer = setTimeout(() => {
+      this.timers.delete(timer);
+      run();
+    }, Math.max(0, ms));
     timer.unref();
-    this.reviewTimers.add(timer);
+    this.timers.add(timer);
+  }
+
+  /** Templates of a name and language, in every WABA or in one. */
+  find(name: string, language: string, wabaId?: string): SandboxTemplate[] {
+    return (this.byKey.get(keyOf(name, language)) ?? []).filter((t) => wabaId === undefined || t.wabaId === wabaId);
+  }
+
+  /**
+   * Pauses an APPROVED template (Meta's quality pause: sends fail with 132015), optionally ending
+   * by itself `unpauseAfterMs` later. False when it was not approved.
+   */
+  pause(template: SandboxTemplate, title: PauseTitle = 'FIRST_PAUSE', unpauseAfterMs?: number): boolean {
+    if (template.status !== 'APPROVED') return false;
+    this.setStatus(template, 'PAUSED', 'NONE', title);
+    if (unpauseAfterMs !== undefined) {
+      template.unpauseAt = Date.now() + unpauseAfterMs;
+      this.scheduleUnpause(template, template.unpauseAt);
+      this.onChange();
+    }
+    return true;
+  }
+
+  /** Ends a pause: the template is APPROVED again (callback with `other_info.title` UNPAUSE). False when it was not paused. */
+  unpause(template: SandboxTemplate): boolean {
+    if (template.status !== 'PAUSED') return false;
+    this.setStatus(template, 'APPROVED', 'NONE');
+    return true;
+  }
+
+  /** Switches template pacing on (every send held, then released or dropped) or off (undefined). */
+  setPacing(template: SandboxTemplate, pacing: SandboxTemplate['pacing']): void {
+    if (pacing) template.pacing = pacing; else delete template.pacing;
+    this.onChange();
   }
 
   /**
@@ -154,18 +211,21 @@ export class TemplateStore {
   decide(name: string, language: string, status: ReviewStatus, reason: string | undefined, wabaId?: string): SandboxTemplate[] {
     const finalReason = reason ?? (status === 'REJECTED' ? 'INVALID_FORMAT' : 'NONE');
     this.reviewRules.set(ruleKey(name, language, wabaId), { status, reason: finalReason });
-    const changed = (this.byKey.get(keyOf(name, language)) ?? []).filter((t) => wabaId === undefined || t.wabaId === wabaId);
+    const changed = this.find(name, language, wabaId);
     for (const template of changed) this.setStatus(template, status, finalReason);
     this.onChange();
     return changed;
   }
 
-  private setStatus(template: SandboxTemplate, status: string, reason: string): void {
+  private setStatus(template: SandboxTemplate, status: string, reason: string, title?: string): void {
     if (template.status === status) return;
+    const wasPaused = template.status === 'PAUSED';
     template.status = status;
     template.rejectedReason = status === 'REJECTED' ? reason : 'NONE';
+    delete template.unpauseAt;
     this.onChange();
-    this.onStatusChange({ template, event: status, reason });
+    // Meta ends a pause with an APPROVED event titled UNPAUSE (reference §7, §11), however it ends.
+    this.onStatusChange({ template, event: status, reason, title: title ?? (wasPaused && status === 'APPROVED' ? 'UNPAUSE' : undefined) });
   }
 
   get(id: string): SandboxTemplate | undefined {
@@ -209,15 +269,16 @@ export class TemplateStore {
     return candidates[candidates.length - 1];
   }
 
-  /** Forgets review rules; templates and phone bindings stay, like the account's content would. */
+  /** Forgets review rules and template pacing; templates (paused ones too) and phone bindings stay, like the account's content would. */
   forgetRules(): void {
     this.reviewRules.clear();
+    for (const template of this.byId.values()) delete template.pacing;
     this.onChange();
   }
 
   close(): void {
-    for (const timer of this.reviewTimers) clearTimeout(timer);
-    this.reviewTimers.clear();
+    for (const timer of this.timers) clearTimeout(timer);
+    this.timers.clear();
   }
 
   private wabaTemplates(wabaId: string): Map<string, SandboxTemplate> {

@@ -164,8 +164,10 @@ describe('sandbox conformance: sends as standard clients form them', () => {
     expect((await named([{ type: 'text', text: 'Ana' }, { type: 'text', text: 'A-1' }])).body.error.code).toBe(132000);
   });
 
-  it('a free-form text message as the SDKs write it', async () => {
-    const res = await send({ messaging_product: 'whatsapp', recipient_type: 'individual', to: uniquePhone(), type: 'text', text: { preview_url: false, body: 'Olá!' } });
+  it('a free-form text message as the SDKs write it (a reply: the user wrote first)', async () => {
+    const to = uniquePhone();
+    await http('POST', `${sandbox.url}/__sandbox/inbound`, { to_phone_number_id: phoneId, from: to, text: 'Hi' });
+    const res = await send({ messaging_product: 'whatsapp', recipient_type: 'individual', to, type: 'text', text: { preview_url: false, body: 'Olá!' } });
     expect(res.status).toBe(200);
     expect((await outcome(res.body.messages[0].id)).status).toBe('read');
   });

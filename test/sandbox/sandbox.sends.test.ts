@@ -226,7 +226,9 @@ describe('sandbox: sends and status callbacks', () => {
 
   it('prices a message on sent and delivered, not on read or failed; a free-form reply is a free service message', async () => {
     const templateId = (await send(templateSend(uniquePhone(), template.name))).body.messages[0].id;
-    const textId = (await send({ messaging_product: 'whatsapp', to: uniquePhone(), type: 'text', text: { body: 'hi' } })).body.messages[0].id;
+    const user = uniquePhone();
+    await http('POST', `${sandbox.url}/__sandbox/inbound`, { to_phone_number_id: phoneId, from: user, text: 'Hello?' });
+    const textId = (await send({ messaging_product: 'whatsapp', to: user, type: 'text', text: { body: 'hi' } })).body.messages[0].id;
     const statuses = await eventually(async () => { const s = statusesOf(templateId); return s.length === 3 ? s : null; });
     const utility = { billable: true, pricing_model: 'PMP', type: 'regular', category: 'utility' };
     expect(statuses.map((s) => [s.status, s.pricing])).toEqual([['sent', utility], ['delivered', utility], ['read', undefined]]);
@@ -278,7 +280,9 @@ describe('sandbox: sends and status callbacks', () => {
     expect(replies.filter((r) => r.status === 200).length).toBeLessThanOrEqual(10); // at most two one-second windows
     expect(limited[0].body.error).toMatchObject({ message: '(#130429) Rate limit hit', error_subcode: 2494055 });
     // Another phone number has its own budget.
-    expect((await http('POST', `${sandbox.baseUrl}/${uniqueId()}/messages`, { messaging_product: 'whatsapp', to: uniquePhone(), type: 'text', text: { body: 'hi' } })).status).toBe(200);
+    const [otherPhoneId, user] = [uniqueId(), uniquePhone()];
+    await http('POST', `${sandbox.url}/__sandbox/inbound`, { to_phone_number_id: otherPhoneId, from: user, text: 'Hello?' });
+    expect((await http('POST', `${sandbox.baseUrl}/${otherPhoneId}/messages`, { messaging_product: 'whatsapp', to: user, type: 'text', text: { body: 'hi' } })).status).toBe(200);
   });
 
   it('delays every Graph response by latency_ms, taking the send only then (so its callbacks follow the response)', async () => {
