@@ -27,6 +27,8 @@ export const adminRoutes: FastifyPluginAsyncTypebox<{ admin: AdminService; admin
   app.delete('/tenants/:id/api-keys/:key_id', { schema: { params: KeyParams, response: { 200: Message } } },
     (req) => admin.revokeApiKey(req.params.id, req.params.key_id));
 
+  app.get('/tenants/:id/business-account', { schema: { params: TenantParams, response: { 200: BusinessAccount } } },
+    (req) => admin.getBusinessAccount(req.params.id));
   app.put('/tenants/:id/business-account', { schema: { params: TenantParams, body: BusinessAccountConnect, response: { 200: BusinessAccount } } },
     (req) => admin.connectBusinessAccount(req.params.id, req.body));
   app.patch('/tenants/:id/business-account', { schema: { params: TenantParams, body: BusinessAccountPatch, response: { 200: BusinessAccount } } },

@@ -60,7 +60,10 @@ export const BusinessAccount = Type.Object({
   waba_id: Type.String(),
   phone_number_id: Type.String(),
   display_phone_number: Nullable(Type.String()),
+  /** active, disconnected, or stopped by WhatsApp: token_invalid (expired or revoked token) or restricted (account locked, payment, policy). */
   status: Type.String(),
+  /** Why WhatsApp stopped it (the upstream code and title); null while active. */
+  status_reason: Nullable(Type.String()),
   messages_per_second: Type.Integer(),
   messaging_tier: Type.String(),
   connected_at: Type.String(),

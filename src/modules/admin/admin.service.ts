@@ -29,7 +29,7 @@ function toApiKey(row: Selectable<ApiKeysTable>): ApiKey {
 export function toBusinessAccount(row: Selectable<BusinessAccountsTable>): BusinessAccount {
   return {
     tenant_id: row.tenant_id, waba_id: row.waba_id, phone_number_id: row.phone_number_id, display_phone_number: row.display_phone_number,
-    status: row.status, messages_per_second: row.messages_per_second, messaging_tier: row.messaging_tier,
+    status: row.status, status_reason: row.status_reason, messages_per_second: row.messages_per_second, messaging_tier: row.messaging_tier,
     connected_at: row.connected_at.toISOString(), updated_at: isoOrNull(row.updated_at),
   };
 }
@@ -137,7 +137,7 @@ export class AdminService {
     await this.liveTenant(tenantId);
     const values = {
       waba_id: input.waba_id, phone_number_id: input.phone_number_id, display_phone_number: input.display_phone_number ?? null,
-      access_token_enc: encryptSecret(this.secretsKey, input.access_token), status: 'active',
+      access_token_enc: encryptSecret(this.secretsKey, input.access_token), status: 'active', status_reason: null,
       messages_per_second: input.messages_per_second ?? 80, messaging_tier: input.messaging_tier ?? '1K',
     };
     try {
@@ -150,6 +150,13 @@ export class AdminService {
       if ((err as { code?: string }).code === '23505') throw conflict('This phone_number_id is already connected to another tenant');
       throw err;
     }
+  }
+
+  async getBusinessAccount(tenantId: string): Promise<BusinessAccount> {
+    await this.liveTenant(tenantId);
+    const row = await this.db.selectFrom('business_accounts').selectAll().where('tenant_id', '=', tenantId).executeTakeFirst();
+    if (!row) throw notFound('Business account');
+    return toBusinessAccount(row);
   }
 
   /** Pacing and tier changes; dispatchers read them with every batch, so they apply within a second. */
