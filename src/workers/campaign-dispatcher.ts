@@ -92,6 +92,8 @@ export class CampaignDispatcher {
     if (Date.now() - this.lastReconcile >= Math.min(1000, this.options.reconcileMs)) {
       this.lastReconcile = Date.now();
       handled += await campaignQueue.reconcileExpired(this.db, this.options.reconcileMs, this.options.onlyTenants);
+      // Deferred recipients whose wait is over go back to pending.
+      handled += await campaignQueue.releaseDeferred(this.db, this.options.onlyTenants);
     }
     const campaigns = await campaignQueue.running(this.db, 16, this.options.onlyTenants);
     await campaignQueue.touch(this.db, campaigns.map((c) => c.id));

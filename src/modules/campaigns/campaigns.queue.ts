@@ -163,15 +163,18 @@ export const campaignQueue = {
     await sql`SELECT id FROM campaign_recipients WHERE id = ANY(${ids}::uuid[]) ORDER BY id FOR UPDATE`.execute(tx);
     if (accepted.length > 0) {
       const values = sql.join(accepted.map((a) => sql`(${a.id}::uuid, ${a.wamid}::text, ${a.held ? 'held' : 'sent'}::text)`));
+      // A callback that already sent the recipient back for another attempt (retry later, deferred)
+      // settled this one: its upstream id must not stand in for the next attempt's.
       await sql`
         UPDATE messages m SET upstream_message_id = v.wamid, updated_at = now()
-        FROM (VALUES ${values}) v(id, wamid, next) WHERE m.id = v.id AND m.upstream_message_id IS NULL`.execute(tx);
+        FROM (VALUES ${values}) v(id, wamid, next) WHERE m.id = v.id AND m.upstream_message_id IS NULL
+          AND NOT EXISTS (SELECT 1 FROM campaign_recipients r WHERE r.id = v.id AND r.status IN ('pending', 'deferred'))`.execute(tx);
       const { rows } = await sql<{ campaign_id: string; old: string; status: string }>`
         WITH v(id, wamid, next) AS (VALUES ${values}),
         old AS (SELECT r.id, r.status FROM campaign_recipients r JOIN v ON v.id = r.id)
         UPDATE campaign_recipients r SET message_id = v.wamid, lease_until = NULL, updated_at = now(),
           status = CASE WHEN old.status = 'sending' THEN v.next ELSE r.status END
-        FROM v, old WHERE r.id = v.id AND old.id = v.id
+        FROM v, old WHERE r.id = v.id AND old.id = v.id AND old.status NOT IN ('pending', 'deferred')
         RETURNING r.campaign_id, old.status AS old, r.status`.execute(tx);
       for (const r of rows) moves.push({ campaignId: r.campaign_id, from: r.old, to: r.status });
     }

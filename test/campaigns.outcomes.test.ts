@@ -1,0 +1,220 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { call, eventually } from './helpers/app.ts';
+import { createApprovedTemplate, createConnectedTenant, eventsOf, sandboxControl, startUpstreamApp, type UpstreamTenant, type UpstreamTestApp } from './helpers/upstream.ts';
+import { CAMPAIGN_ENV, createContacts, runCampaignWorkers, someContacts, uniqueTag } from './helpers/campaigns.ts';
+
+/**
+ * Campaigns act on every upstream answer through the outcome model, whether it is the send's own
+ * answer or a status callback: the real database, the dispatcher and the sandbox over HTTP.
+ */
+describe('campaigns: every upstream answer through the outcome model', () => {
+  let t: UpstreamTestApp;
+  beforeAll(async () => {
+    t = await startUpstreamApp({ ...CAMPAIGN_ENV, RATE_LIMIT_PER_MINUTE: '100000', CAMPAIGN_DEFER_MS: '1500', CAMPAIGN_DEFER_ATTEMPTS: '2' });
+  });
+  afterAll(async () => { await t?.close(); });
+
+  const sendsTo = async (to: string) => (await sandboxControl(t.sandbox!, 'GET', `/__sandbox/sends?to=${encodeURIComponent(to)}`)).json.data as { message_id: string }[];
+  const rule = (to: string, outcome: string, extra: Record<string, unknown> = {}) => sandboxControl(t.sandbox!, 'POST', '/__sandbox/recipients', { to, outcome, ...extra });
+  const getCampaign = async (tenant: UpstreamTenant, id: string) => (await call(t.app, tenant, 'GET', `/campaigns/${id}`)).json();
+  const recipient = (id: string, phone: string) => t.deps.db.selectFrom('campaign_recipients').selectAll().where('campaign_id', '=', id).where('phone', '=', phone).executeTakeFirstOrThrow();
+  const mapping = { components: [{ type: 'BODY', parameters: [{ kind: 'contact_field', field: 'first_name' }, { kind: 'static', value: 'x' }] }] };
+
+  async function campaignOf(tenant: UpstreamTenant, templateId: string, tag: string, extra: Record<string, unknown> = {}): Promise<string> {
+    const created = await call(t.app, tenant, 'POST', '/campaigns', { name: 'Outcomes', template_id: templateId, batch_size: 5, audience: { groups: [tag] }, variable_mapping: mapping, ...extra });
+    expect(created.statusCode, created.body).toBe(201);
+    return created.json().id;
+  }
+  const completed = (tenant: UpstreamTenant, id: string) => eventually(async () => {
+    const c = await getCampaign(tenant, id);
+    return c.status === 'COMPLETED' ? c : null;
+  }, 40_000);
+
+  it('every recipient that fails emits exactly one message.failed with campaign_id and the numeric code, refused at send or by callback', async () => {
+    const tenant = await createConnectedTenant(t.app);
+    const workers = runCampaignWorkers(t, [tenant.id]);
+    try {
+      const template = await createApprovedTemplate(t.app, tenant);
+      const tag = uniqueTag();
+      const contacts = await createContacts(t, tenant, someContacts(9, { tags: [tag] }));
+      const refused = contacts.slice(0, 3);
+      const failedLater = contacts.slice(3, 5);
+      for (const c of refused) await rule(c.phone, 'reject', { error_code: 131026 });
+      for (const c of failedLater) await rule(c.phone, 'fail', { error_code: 131026 });
+      const id = await campaignOf(tenant, template.id, tag);
+      await call(t.app, tenant, 'POST', `/campaigns/${id}/send`);
+      const done = await completed(tenant, id);
+      expect(done.stats).toMatchObject({ total: 9, failed: 5, sent: 4, pending: 0 });
+      const events = (await eventsOf(t.deps, tenant.id, 'message.failed')).map((e) => e.data as { to: string; campaign_id: string; error: { code: unknown } });
+      expect(events.map((e) => e.to).sort()).toEqual([...refused, ...failedLater].map((c) => c.phone).sort());
+      for (const e of events) expect(e).toMatchObject({ campaign_id: id, error: { code: 131026 } });
+    } finally {
+      await workers.stop();
+    }
+  });
+
+  it('a retry-later code by callback puts the recipient back to pending, sends it again, and emits no message.failed', { timeout: 60_000 }, async () => {
+    const tenant = await createConnectedTenant(t.app);
+    const workers = runCampaignWorkers(t, [tenant.id]);
+    try {
+      const template = await createApprovedTemplate(t.app, tenant);
+      const tag = uniqueTag();
+      const contacts = await createContacts(t, tenant, someContacts(3, { tags: [tag] }));
+      const flaky = contacts[0].phone;
+      await rule(flaky, 'fail', { error_code: 131000 });
+      const id = await campaignOf(tenant, template.id, tag);
+      await call(t.app, tenant, 'POST', `/campaigns/${id}/send`);
+      // As a synchronous 131000: back to pending at its retry delay, the code kept for the listing.
+      const waiting = await eventually(async () => {
+        const r = await recipient(id, flaky);
+        return r.status === 'pending' && r.attempts === 1 ? r : null;
+      }, 20_000);
+      expect(waiting).toMatchObject({ error_code: 131000, message_id: null });
+      expect(waiting.not_before!.getTime()).toBeGreaterThan(Date.now());
+      await rule(flaky, 'ok');
+      const done = await completed(tenant, id);
+      expect(done.stats).toMatchObject({ total: 3, failed: 0, pending: 0, sent: 3 });
+      expect(await recipient(id, flaky)).toMatchObject({ attempts: 2 });
+      expect(await sendsTo(flaky)).toHaveLength(2);
+      expect(await eventsOf(t.deps, tenant.id, 'message.failed')).toEqual([]);
+    } finally {
+      await workers.stop();
+    }
+  });
+
+  it('a recipient Meta deferred (131049) waits as deferred, is retried after CAMPAIGN_DEFER_MS and sent; the campaign completes only then', { timeout: 60_000 }, async () => {
+    const tenant = await createConnectedTenant(t.app);
+    const workers = runCampaignWorkers(t, [tenant.id]);
+    try {
+      const template = await createApprovedTemplate(t.app, tenant, { category: 'MARKETING' });
+      const tag = uniqueTag();
+      const contacts = await createContacts(t, tenant, someContacts(3, { tags: [tag] }));
+      const capped = contacts[0].phone;
+      await rule(capped, 'defer', { count: 1 });
+      const id = await campaignOf(tenant, template.id, tag);
+      await call(t.app, tenant, 'POST', `/campaigns/${id}/send`);
+      const during = await eventually(async () => {
+        const c = await getCampaign(tenant, id);
+        return c.stats.deferred === 1 ? c : null;
+      }, 20_000);
+      // Deferred counts in pending (the spec's six keys) and on its own; the campaign runs on.
+      expect(during).toMatchObject({ status: 'RUNNING', stats: { deferred: 1, failed: 0 } });
+      expect(during.stats.pending).toBeGreaterThanOrEqual(1);
+      const listed = (await call(t.app, tenant, 'GET', `/campaigns/${id}/recipients?status=deferred`)).json();
+      expect(listed.data.map((r: { phone_number: string }) => r.phone_number)).toEqual([capped]);
+      const done = await completed(tenant, id);
+      expect(done.stats).toMatchObject({ total: 3, sent: 3, failed: 0, deferred: 0, pending: 0 });
+      expect(await recipient(id, capped)).toMatchObject({ defers: 1 });
+      expect(await sendsTo(capped)).toHaveLength(2);
+      expect(await eventsOf(t.deps, tenant.id, 'message.failed')).toEqual([]);
+    } finally {
+      await workers.stop();
+    }
+  });
+
+  it('deferrals past CAMPAIGN_DEFER_ATTEMPTS, or with retry_deferred false, fail with 131049 once', { timeout: 60_000 }, async () => {
+    const tenant = await createConnectedTenant(t.app);
+    const workers = runCampaignWorkers(t, [tenant.id]);
+    try {
+      const template = await createApprovedTemplate(t.app, tenant, { category: 'MARKETING' });
+      const [tagA, tagB] = [uniqueTag(), uniqueTag()];
+      const [always] = await createContacts(t, tenant, someContacts(1, { tags: [tagA] }));
+      const [once] = await createContacts(t, tenant, someContacts(1, { tags: [tagB] }));
+      await rule(always.phone, 'defer', { count: 10 });
+      await rule(once.phone, 'defer', { count: 10 });
+      const a = await campaignOf(tenant, template.id, tagA);
+      const b = await campaignOf(tenant, template.id, tagB, { retry_deferred: false });
+      await call(t.app, tenant, 'POST', `/campaigns/${a}/send`);
+      await call(t.app, tenant, 'POST', `/campaigns/${b}/send`);
+      expect((await completed(tenant, b)).stats).toMatchObject({ failed: 1, deferred: 0 });
+      expect(await sendsTo(once.phone)).toHaveLength(1);
+      // Two deferrals allowed: the third 131049 fails it.
+      expect((await completed(tenant, a)).stats).toMatchObject({ failed: 1, deferred: 0 });
+      expect(await recipient(a, always.phone)).toMatchObject({ status: 'failed', error_code: 131049, defers: 2 });
+      expect(await sendsTo(always.phone)).toHaveLength(3);
+      const failed = (await eventsOf(t.deps, tenant.id, 'message.failed')).map((e) => e.data as { to: string; error: { code: number } });
+      expect(failed.map((e) => [e.to, e.error.code]).sort()).toEqual([[always.phone, 131049], [once.phone, 131049]].sort());
+    } finally {
+      await workers.stop();
+    }
+  });
+
+  it('a held send is held, then sent when released; a dropped one fails with 132015 and its template pause pauses the campaign until it is approved again', { timeout: 60_000 }, async () => {
+    const tenant = await createConnectedTenant(t.app);
+    const workers = runCampaignWorkers(t, [tenant.id]);
+    try {
+      const template = await createApprovedTemplate(t.app, tenant);
+      const tag = uniqueTag();
+      const contacts = await createContacts(t, tenant, someContacts(2, { tags: [tag] }));
+      await rule(contacts[0].phone, 'held', { then: 'release', hold_ms: 1500 });
+      const id = await campaignOf(tenant, template.id, tag);
+      await call(t.app, tenant, 'POST', `/campaigns/${id}/send`);
+      const during = await eventually(async () => {
+        const c = await getCampaign(tenant, id);
+        return c.stats.held === 1 ? c : null;
+      }, 20_000);
+      expect(during.status).toBe('RUNNING');
+      expect((await recipient(id, contacts[0].phone)).status).toBe('held');
+      expect((await completed(tenant, id)).stats).toMatchObject({ sent: 2, held: 0, failed: 0 });
+
+      // Dropped: the template goes PAUSED (its campaigns pause) and the held message fails.
+      const tag2 = uniqueTag();
+      const more = await createContacts(t, tenant, someContacts(4, { tags: [tag2] }));
+      await rule(more[0].phone, 'held', { then: 'drop', hold_ms: 300 });
+      // One a second: the others are still to go when the pause comes.
+      await t.deps.db.updateTable('business_accounts').set({ messages_per_second: 1 }).where('tenant_id', '=', tenant.id).execute();
+      const second = await campaignOf(tenant, template.id, tag2, { batch_size: 1 });
+      await call(t.app, tenant, 'POST', `/campaigns/${second}/send`);
+      const paused = await eventually(async () => {
+        const c = await getCampaign(tenant, second);
+        return c.status === 'PAUSED' ? c : null;
+      }, 20_000);
+      expect(paused.paused_reason).toBe('template_paused');
+      await eventually(async () => (await recipient(second, more[0].phone)).status === 'failed');
+      expect(await recipient(second, more[0].phone)).toMatchObject({ error_code: 132015 });
+      const pausedEvent = (await eventsOf(t.deps, tenant.id, 'campaign.paused')).find((e) => (e.data as { id: string }).id === second);
+      expect(pausedEvent?.data).toMatchObject({ reason: 'template_paused', paused_reason: 'template_paused' });
+      await sandboxControl(t.sandbox!, 'POST', '/__sandbox/templates/unpause', { name: template.template_name, language: 'en', waba_id: tenant.wabaId });
+      const resumed = await completed(tenant, second);
+      expect(resumed.stats).toMatchObject({ total: 4, failed: 1, sent: 3, pending: 0 });
+      expect((await eventsOf(t.deps, tenant.id, 'campaign.resumed')).map((e) => (e.data as { id: string }).id)).toContain(second);
+      for (const c of more) expect(await sendsTo(c.phone), c.phone).toHaveLength(1);
+    } finally {
+      await workers.stop();
+    }
+  });
+
+  it('a template paused mid-flight pauses its running campaigns and the unpause resumes exactly those: every recipient sent once; a pause by the user stays', { timeout: 60_000 }, async () => {
+    const tenant = await createConnectedTenant(t.app);
+    await t.deps.db.updateTable('business_accounts').set({ messages_per_second: 10 }).where('tenant_id', '=', tenant.id).execute();
+    const workers = runCampaignWorkers(t, [tenant.id]);
+    try {
+      const template = await createApprovedTemplate(t.app, tenant);
+      const [tag, userTag] = [uniqueTag(), uniqueTag()];
+      const contacts = await createContacts(t, tenant, someContacts(30, { tags: [tag] }));
+      await createContacts(t, tenant, someContacts(2, { tags: [userTag] }));
+      const byUser = await campaignOf(tenant, template.id, userTag);
+      await call(t.app, tenant, 'POST', `/campaigns/${byUser}/send`);
+      await call(t.app, tenant, 'POST', `/campaigns/${byUser}/pause`);
+      const id = await campaignOf(tenant, template.id, tag);
+      await call(t.app, tenant, 'POST', `/campaigns/${id}/send`);
+      await eventually(async () => (await getCampaign(tenant, id)).stats.sent >= 5, 20_000);
+      await sandboxControl(t.sandbox!, 'POST', '/__sandbox/templates/pause', { name: template.template_name, language: 'en', waba_id: tenant.wabaId, unpause_after_ms: 2000 });
+      const paused = await eventually(async () => {
+        const c = await getCampaign(tenant, id);
+        return c.status === 'PAUSED' ? c : null;
+      }, 20_000);
+      expect(paused.paused_reason).toBe('template_paused');
+      expect(paused.stats.sent).toBeLessThan(30);
+      const done = await completed(tenant, id);
+      expect(done.stats).toMatchObject({ total: 30, sent: 30, failed: 0, pending: 0 });
+      for (const c of contacts) expect(await sendsTo(c.phone), c.phone).toHaveLength(1);
+      const types = (await eventsOf(t.deps, tenant.id)).filter((e) => (e.data as { id?: string }).id === id).map((e) => e.type);
+      expect(types).toEqual(expect.arrayContaining(['campaign.paused', 'campaign.resumed', 'campaign.completed']));
+      // The user's pause is the user's to undo.
+      expect(await getCampaign(tenant, byUser)).toMatchObject({ status: 'PAUSED', paused_reason: 'user' });
+    } finally {
+      await workers.stop();
+    }
+  });
+});
