@@ -84,6 +84,18 @@ describe('error envelope and request ids (spec section 7)', () => {
     expect(phone.details).toEqual([{ type: expect.any(String), loc: ['body', 'phone'], msg: expect.any(String), input: '12' }]);
   });
 
+  it('a value outside a closed list is one detail naming the allowed values, in the body and in the query', async () => {
+    const category = expectError(await call(t.app, tenant, 'POST', '/templates', { template_name: 'enum_check', language: 'en_US', category: 'PROMO', components: [{ type: 'BODY', text: 'Hi' }] }),
+      400, 'VALIDATION_ERROR', 'category must be one of: MARKETING, UTILITY, AUTHENTICATION');
+    expect(category.details).toEqual([{ type: 'enum', loc: ['body', 'category'], msg: 'category must be one of: MARKETING, UTILITY, AUTHENTICATION', input: 'PROMO' }]);
+    const wrongType = expectError(await call(t.app, tenant, 'POST', '/templates', { template_name: 'enum_check', language: 'en_US', category: 7, components: [{ type: 'BODY', text: 'Hi' }] }),
+      400, 'VALIDATION_ERROR', 'category must be one of: MARKETING, UTILITY, AUTHENTICATION');
+    expect(wrongType.details).toEqual([{ type: 'enum', loc: ['body', 'category'], msg: 'category must be one of: MARKETING, UTILITY, AUTHENTICATION', input: 7 }]);
+    const status = expectError(await call(t.app, tenant, 'GET', '/campaigns/00000000-0000-7000-8000-000000000000/recipients?status=bounced'),
+      400, 'VALIDATION_ERROR', 'status must be one of: pending, sending, sent, delivered, read, failed');
+    expect(status.details).toEqual([{ type: 'enum', loc: ['query', 'status'], msg: 'status must be one of: pending, sending, sent, delivered, read, failed', input: 'bounced' }]);
+  });
+
   it('malformed JSON, an empty JSON body and a non-object body are 400 VALIDATION_ERROR', async () => {
     const inject = (payload: string, type = 'application/json') =>
       t.app.inject({ method: 'POST', url: `${API}/contacts`, headers: { ...tenant.headers, 'content-type': type }, payload });

@@ -5,8 +5,11 @@ import { AppError, errorEnvelope, type ValidationDetail } from './errors.ts';
 interface AjvIssue {
   keyword: string;
   instancePath: string;
+  schemaPath: string;
   message?: string;
   params?: Record<string, unknown>;
+  /** The failing keyword's schema value (Ajv's verbose option): a union's branches for anyOf. */
+  schema?: unknown;
 }
 
 function valueAt(root: unknown, path: (string | number)[]): unknown {
@@ -18,10 +21,57 @@ function valueAt(root: unknown, path: (string | number)[]): unknown {
   return current === undefined ? null : current;
 }
 
+type Branch = { const?: unknown; type?: unknown; anyOf?: Branch[] };
+
+/** The values a union of literals allows (null as a value when it is Nullable); undefined for any other union. */
+function literalValues(branches: Branch[]): unknown[] | undefined {
+  const values: unknown[] = [];
+  for (const branch of branches) {
+    if (branch === null || typeof branch !== 'object') return undefined;
+    if ('const' in branch) values.push(branch.const);
+    else if (branch.type === 'null' && Object.keys(branch).length === 1) values.push(null);
+    else if (Array.isArray(branch.anyOf)) {
+      const nested = literalValues(branch.anyOf);
+      if (!nested) return undefined;
+      values.push(...nested);
+    } else return undefined;
+  }
+  return values;
+}
+
+function enumIssue(issue: AjvIssue): AjvIssue | undefined {
+  const values = issue.keyword === 'enum' ? issue.params?.allowedValues : issue.keyword === 'anyOf' && Array.isArray(issue.schema) ? literalValues(issue.schema) : undefined;
+  if (!Array.isArray(values) || values.length === 0) return undefined;
+  const named = [...new Set(values.filter((v) => v !== null))].map((v) => (typeof v === 'string' ? v : JSON.stringify(v))).join(', ');
+  const message = `must be ${values.includes(null) ? 'null or ' : ''}one of: ${named}`;
+  return { keyword: 'enum', instancePath: issue.instancePath, schemaPath: issue.schemaPath, message, params: { allowedValues: values } };
+}
+
+/**
+ * A union of literals (TypeBox compiles it to anyOf of const) fails with one issue per allowed
+ * value ("must be equal to constant", or "must be string" for a number), one "must match a schema
+ * in anyOf" per union level and, when Nullable, a "must be null": the issues under such a union
+ * become one issue naming the allowed values (Ajv's own enum keyword reads the same). Other issues
+ * are kept in their order. Reads the union's branches from the issue (Ajv's verbose option).
+ */
+export function collapseEnumIssues(issues: AjvIssue[]): AjvIssue[] {
+  const enums = issues.map(enumIssue).filter((issue): issue is AjvIssue => issue !== undefined);
+  // The outermost union of a field (reported last, with every value) stands for those inside it.
+  const outermost = enums.filter((e) => !enums.some((other) => other !== e && other.instancePath === e.instancePath && e.schemaPath.startsWith(`${other.schemaPath}/`)));
+  const covering = (issue: AjvIssue) => outermost.find((e) => e.instancePath === issue.instancePath && (issue.schemaPath === e.schemaPath || issue.schemaPath.startsWith(`${e.schemaPath}/`)));
+  const collapsed: AjvIssue[] = [];
+  for (const issue of issues) {
+    const union = covering(issue);
+    if (!union) collapsed.push(issue);
+    else if (!collapsed.includes(union)) collapsed.push(union);
+  }
+  return collapsed;
+}
+
 function toDetails(issues: AjvIssue[], context: string, request: FastifyRequest): ValidationDetail[] {
   const source = context === 'querystring' ? 'query' : context;
   const root = (request as unknown as Record<string, unknown>)[context === 'querystring' ? 'query' : context];
-  return issues.map((issue) => {
+  return collapseEnumIssues(issues).map((issue) => {
     const path = issue.instancePath.split('/').slice(1).map((p) => (/^\d+$/.test(p) ? Number(p) : p.replace(/~1/g, '/').replace(/~0/g, '~')));
     if (issue.keyword === 'required' && typeof issue.params?.missingProperty === 'string') path.push(issue.params.missingProperty);
     if (issue.keyword === 'additionalProperties' && typeof issue.params?.additionalProperty === 'string') path.push(issue.params.additionalProperty);

@@ -13,7 +13,8 @@ function storableTimestamp(value: string): boolean {
 }
 
 function createAjv(coerceTypes: false | 'array') {
-  const ajv = new Ajv({ coerceTypes, useDefaults: true, removeAdditional: true, addUsedSchema: false, allErrors: false, strict: false });
+  // verbose: an issue carries its schema, so a union of literals' issues can name the allowed values (error-handler.ts).
+  const ajv = new Ajv({ coerceTypes, verbose: true, useDefaults: true, removeAdditional: true, addUsedSchema: false, allErrors: false, strict: false });
   addFormats.default(ajv);
   const rfc3339 = ajv.formats['date-time'] as { validate: (value: string) => boolean };
   ajv.addFormat('date-time', { type: 'string', validate: (value: string) => rfc3339.validate(value) && storableTimestamp(value) });
