@@ -292,7 +292,7 @@ describe('campaigns API: resource, validation, access', () => {
     const empty = (await call(t.app, tenant, 'GET', `/campaigns/${ids[0]}`)).json();
     expect(empty.audiences).toEqual([]);
     expect(empty.preflight).toMatchObject({ audience_size: 0, within_tier: true });
-    expect(empty.preflight.warnings.join(' ')).toMatch(/no contacts/);
+    expect(empty.preflight.warnings.join(' ')).toMatch(/no audience: it has no recipients and will send nothing/);
   });
 
   it('preflight reads the business account: pace, tier, and a warning past the tier or without an account', async () => {
@@ -474,12 +474,30 @@ describe('campaigns API: resource, validation, access', () => {
     expect((await eventsOf(t.deps, tenant.id, 'campaign.started'))).toHaveLength(1);
   });
 
-  it('a scheduled campaign needs an audience, at create and at schedule (it could not be given one later)', async () => {
+  it('a scheduled campaign may have no audience yet (spec 3.1, 4.1: set later), at create and at schedule; its preflight says it will send nothing', async () => {
     const { tenant, template } = await setup();
-    expectInvalid(await call(t.app, tenant, 'POST', '/campaigns', { name: 'S', template_id: template.id, variable_mapping: bodyMapping(), scheduled_at: future() }), ['body', 'audience']);
+    const noRecipients = 'The campaign has no audience: it has no recipients and will send nothing. Set groups or sources (a SCHEDULED campaign: pause it, set the audience, resume it).';
+    const at = future();
+    const created = await call(t.app, tenant, 'POST', '/campaigns', { name: 'S', template_id: template.id, variable_mapping: bodyMapping(), scheduled_at: at });
+    expect(created.statusCode, created.body).toBe(201);
+    expect(created.json()).toMatchObject({ status: 'SCHEDULED', scheduled_at: at, total_recipients: 0 });
+    const got = (await call(t.app, tenant, 'GET', `/campaigns/${created.json().id}`)).json();
+    expect(got.audiences).toEqual([]);
+    expect(got.preflight).toMatchObject({ audience_size: 0, warnings: [noRecipients] });
+    const events = (await eventsOf(t.deps, tenant.id)).filter((e) => (e.data as { id: string }).id === created.json().id).map((e) => e.type);
+    expect(events.sort()).toEqual(['campaign.created', 'campaign.scheduled']);
+
     const draft = await createCampaign(t, tenant, template.id);
-    expectInvalid(await call(t.app, tenant, 'POST', `/campaigns/${draft.id}/schedule`, { scheduled_at: future() }), ['body', 'audience']);
-    expect((await call(t.app, tenant, 'GET', `/campaigns/${draft.id}`)).json().status).toBe('DRAFT');
+    const scheduled = await call(t.app, tenant, 'POST', `/campaigns/${draft.id}/schedule`, { scheduled_at: future() });
+    expect(scheduled.statusCode, scheduled.body).toBe(200);
+    expect(scheduled.json()).toMatchObject({ status: 'SCHEDULED', preflight: { audience_size: 0, warnings: [noRecipients] } });
+    // Sending one now still needs an audience.
+    expectInvalid(await call(t.app, tenant, 'POST', `/campaigns/${draft.id}/send`), ['body', 'audience']);
+
+    // An audience resolving to nobody says so too.
+    const nobody = await createCampaign(t, tenant, template.id, { audience: { groups: [uniqueTag()] }, scheduled_at: future() });
+    expect((await call(t.app, tenant, 'GET', `/campaigns/${nobody.id}`)).json().preflight.warnings)
+      .toEqual(['The audience resolves to no contacts: the campaign has no recipients and will send nothing.']);
     // scheduled_at: null is simply "not scheduled".
     const unscheduled = await call(t.app, tenant, 'POST', '/campaigns', { name: 'N', template_id: template.id, variable_mapping: bodyMapping(), scheduled_at: null });
     expect(unscheduled.statusCode).toBe(201);

@@ -143,7 +143,9 @@ export const PUBLIC_OPERATIONS: Record<string, OperationDoc> = {
   'GET /campaigns': { operationId: 'listCampaigns', summary: 'List campaigns', tag: 'Campaigns', description: 'Newest first, not paginated.' },
   'POST /campaigns': {
     operationId: 'createCampaign', summary: 'Create a campaign', tag: 'Campaigns', notFound: `Template ${UUID} not found or not approved`,
-    description: 'Starts in DRAFT, or SCHEDULED with `scheduled_at`. The template must be approved; `variable_mapping` is required when it has variables. Emits campaign.created (and campaign.scheduled).',
+    description: 'Starts in DRAFT, or SCHEDULED with `scheduled_at`. The template must be approved; `variable_mapping` is required when it has variables. '
+      + 'The audience is optional and can be set later (a SCHEDULED campaign: pause, set it, resume); a campaign that still has no recipients when its time comes sends nothing and completes. '
+      + 'Emits campaign.created (and campaign.scheduled).',
     example: {
       name: 'Spring sale', description: 'Loyal customers first', template_id: UUID, batch_size: 50,
       variable_mapping: { components: [{ type: 'body', parameters: [{ kind: 'contact_field', field: 'first_name', fallback: 'there' }, { kind: 'static', value: 'SPRING20' }] }] },
@@ -161,16 +163,16 @@ export const PUBLIC_OPERATIONS: Record<string, OperationDoc> = {
   },
   'GET /campaigns/{id}/audience/preview': {
     operationId: 'previewCampaignAudience', summary: 'Preview the audience', tag: 'Campaigns', notFound: 'Campaign not found',
-    description: 'The audience size and a sample, resolved without materialising recipients.',
+    description: 'The audience size and a sample, resolved without materialising recipients; once the campaign has its fixed recipients (started, or created by retargeting), those.',
   },
   'POST /campaigns/{id}/audience/field-coverage': {
     operationId: 'getCampaignFieldCoverage', summary: 'Field coverage of the audience', tag: 'Campaigns', notFound: 'Campaign not found',
-    description: 'How many recipients have each contact column or `custom_fields.<key>` set.',
+    description: 'How many recipients have each contact column or `custom_fields.<key>` set: over the audience, or over the fixed recipients once the campaign has them (started, or created by retargeting).',
     example: { fields: ['first_name', 'custom_fields.city'] },
   },
   'POST /campaigns/{id}/preview': {
     operationId: 'previewCampaignMessage', summary: 'Render the message for a contact', tag: 'Campaigns', notFound: 'Campaign not found',
-    description: 'The template filled in by the variable mapping for one contact (the first of the audience when none is given).',
+    description: 'The template filled in by the variable mapping for one contact (the first of the audience, or of the fixed recipients once the campaign has them, when none is given).',
     example: { sample_contact_id: UUID },
   },
   'POST /campaigns/{id}/send': campaignAction('send', 'Start a campaign now', 'Materialises the audience and starts the dispatch. Emits campaign.started.'),
@@ -195,12 +197,15 @@ export const PUBLIC_OPERATIONS: Record<string, OperationDoc> = {
   },
   'GET /campaigns/{id}/recipients': {
     operationId: 'listCampaignRecipients', summary: "List a campaign's recipients", tag: 'Campaigns', notFound: 'Campaign not found',
-    description: 'Every recipient\'s outcome, a page of JSON; with `Accept: text/csv` all of them as one streamed CSV file.',
+    description: 'Every recipient\'s outcome, a page of JSON; with `Accept: text/csv` all of them as one streamed CSV file. '
+      + '`error_code` is a string of digits, as in the errors summary, or null.',
   },
   'POST /campaigns/{id}/retarget': {
     operationId: 'retargetCampaign', summary: 'Retarget failed recipients', tag: 'Campaigns', notFound: 'Campaign not found',
-    description: 'A new DRAFT campaign whose audience is the failed recipients (optionally only those with the given error codes), archived contacts left out.',
-    example: { error_codes: ['131026'], name: 'Spring sale (retry)' },
+    description: 'A new DRAFT campaign whose audience is the failed recipients (optionally only those with the given error codes), archived contacts left out. '
+      + '`error_codes` as `GET /campaigns/{id}/errors` shows them (strings of digits, or `unknown` for failures without a code) or as numbers. '
+      + 'When no failed recipient matches, 400 VALIDATION_ERROR and no campaign is created.',
+    example: { error_codes: ['131026', 131049], name: 'Spring sale (retry)' },
   },
 
   // Webhook endpoints

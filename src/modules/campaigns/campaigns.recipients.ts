@@ -9,6 +9,7 @@ import { completeIdempotencyKey } from '../../http/idempotency.ts';
 import { isoOrNull } from '../../http/nullable.ts';
 import { offsetOf, paginationFor, type PageQuery } from '../../http/pagination.ts';
 import { isUuid } from '../contacts/contacts.repository.ts';
+import { errorCodeText, parseErrorCode } from './campaigns.error-codes.ts';
 import { campaignsRepository as repo, type CampaignRow } from './campaigns.repository.ts';
 import { campaignEventData, toCampaign } from './campaigns.service.ts';
 import { TERMINAL_STATUSES } from './campaigns.states.ts';
@@ -41,7 +42,7 @@ export class CampaignRecipients {
     return {
       data: rows.map((r) => ({
         id: r.id, phone_number: r.phone, contact_id: r.contact_id, status: r.status, message_id: r.message_id,
-        error: r.error_title, error_code: r.error_code, attempts: r.attempts, updated_at: isoOrNull(r.updated_at),
+        error: r.error_title, error_code: r.error_code === null ? null : errorCodeText(r.error_code), attempts: r.attempts, updated_at: isoOrNull(r.updated_at),
       })),
       pagination: paginationFor(query.page, query.limit, total),
     };
@@ -69,18 +70,20 @@ export class CampaignRecipients {
   /**
    * A new DRAFT campaign with the same template and mapping whose recipients are exactly the
    * failed recipients (or those with the chosen error codes) of a finished campaign, less contacts
-   * archived since. Its
-   * recipients are materialised at once, so its audience is fixed.
+   * archived since. Its recipients are materialised at once, so its audience is fixed. None to
+   * retarget: 400, and no campaign.
    */
-  async retarget(tenantId: string, id: string, input: { error_codes?: string[]; name?: string }): Promise<Campaign> {
+  async retarget(tenantId: string, id: string, input: { error_codes?: (string | number)[]; name?: string }): Promise<Campaign> {
     const source = await this.campaign(tenantId, id);
     if (!TERMINAL_STATUSES.includes(source.status as never)) {
       throw validationError(`Only a finished campaign (COMPLETED, STOPPED or FAILED) can be retargeted; this one is ${source.status}`, ['path', 'id'], source.status, 'invalid_transition');
     }
-    const codes = (input.error_codes ?? []).map((code, i) => {
-      if (!/^-?\d{1,10}$/.test(code) || Math.abs(Number(code)) > 2_147_483_647) throw validationError('error_codes must be upstream error codes (integers)', ['body', 'error_codes', i], code);
-      return Number(code);
+    const named = (input.error_codes ?? []).map((value, i) => {
+      const code = parseErrorCode(value);
+      if (code === undefined) throw validationError('error_codes must be upstream error codes (integers, as numbers or strings of digits) or "unknown"', ['body', 'error_codes', i], value);
+      return code;
     });
+    const codes = named.filter((code): code is number => code !== null);
     const template = await this.db.selectFrom('templates').select(['id', 'status']).where('id', '=', source.template_id).executeTakeFirst();
     if (template?.status !== 'approved') throw new AppError('NOT_FOUND', `Template ${source.template_id} not found or not approved`);
     return this.db.transaction().execute(async (tx) => {
@@ -97,9 +100,14 @@ export class CampaignRecipients {
           -- Contacts archived since are out, as they are of every audience.
           JOIN contacts c ON c.id = r.contact_id AND c.tenant_id = r.tenant_id AND c.deleted_at IS NULL
           WHERE r.campaign_id = ${source.id}::uuid AND r.tenant_id = ${tenantId}::uuid AND r.status = 'failed'
-            AND (${codes.length === 0} OR r.error_code = ANY(${codes}::int[]))
+            AND (${named.length === 0} OR r.error_code = ANY(${codes}::int[]) OR (${named.includes(null)} AND r.error_code IS NULL))
           RETURNING 1)
         SELECT count(*)::int AS n FROM inserted`.execute(tx);
+      // Nothing to send: refused, and the transaction takes the new campaign back with it.
+      if (rows[0].n === 0) {
+        throw validationError(named.length === 0 ? 'The campaign has no failed recipients to retarget' : 'No failed recipient of the campaign has these error codes',
+          named.length === 0 ? ['path', 'id'] : ['body', 'error_codes'], named.length === 0 ? id : input.error_codes ?? null);
+      }
       const materialised = await tx.updateTable('campaigns')
         .set({ total_recipients: rows[0].n, pending_count: rows[0].n, materialised_at: new Date() })
         .where('id', '=', row.id).returningAll().executeTakeFirstOrThrow();

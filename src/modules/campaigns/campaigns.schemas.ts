@@ -128,7 +128,8 @@ export const DrillDownQuery = Type.Object({ limit: Type.Optional(Type.Integer({ 
 
 export const Recipient = Type.Object({
   ...RecipientRow.properties,
-  error_code: Nullable(Type.Integer()),
+  /** The upstream error code as the errors endpoints show it (digits); null without one. */
+  error_code: Nullable(Type.String()),
   attempts: Type.Integer(),
   updated_at: Nullable(Type.String()),
 });
@@ -138,6 +139,7 @@ export const RecipientsQuery = Type.Object({ ...PageQuery.properties, status: Ty
 export const RecipientPage = PageOf(Recipient);
 
 export const RetargetBody = Type.Object({
-  error_codes: Type.Optional(Type.Array(Type.String({ minLength: 1, maxLength: 32 }), { minItems: 1, maxItems: 100 })),
+  // As GET /errors shows them ("131026", "unknown") or as numbers (131026): checked by the service.
+  error_codes: Type.Optional(Type.Array(Type.Union([Type.String({ minLength: 1, maxLength: 32 }), Type.Integer()]), { minItems: 1, maxItems: 100 })),
   name: Type.Optional(Type.String({ minLength: 1, maxLength: 120 })),
 });

@@ -11,6 +11,7 @@ import { isUuid } from '../contacts/contacts.repository.ts';
 import { placeholderPlan } from '../templates/templates.grammar.ts';
 import { templatesRepository } from '../templates/templates.repository.ts';
 import { checkMappingAgainstTemplate, isContactField, mediaIdsOf, normaliseMapping, renderComponents, templateNeedsParameters, type MappedContact, type VariableMapping } from './campaigns.mapping.ts';
+import { errorCodeText, parseErrorCode } from './campaigns.error-codes.ts';
 import { audienceCondition, campaignsRepository as repo, type Audience, type CampaignRow, type TransitionSet } from './campaigns.repository.ts';
 import type { AudienceBody, Campaign, CampaignCreate, CampaignDetail } from './campaigns.schemas.ts';
 import { AUDIENCE_EDITABLE, canTransition, TRANSITIONS, type CampaignAction } from './campaigns.states.ts';
@@ -93,8 +94,36 @@ function checkAudience(body: AudienceBody | undefined, loc: (string | number)[])
 const hasAudience = (c: CampaignRow) => Boolean(c.materialised_at) || c.audience_groups.length > 0 || c.audience_sources.length > 0;
 const noAudience = () => validationError('The campaign has no audience: set groups or sources first', ['body', 'audience'], null);
 
+/**
+ * Who the campaign goes to, as the FROM and WHERE of a query over contacts (alias c) and the order
+ * its first contact is taken in: its fixed recipients once materialised (started, or created by
+ * retargeting: the audience no longer decides, and contacts archived since are still sent to), else
+ * its audience resolved now. Undefined when it has neither.
+ */
+function campaignContacts(row: CampaignRow) {
+  if (row.materialised_at) {
+    return {
+      from: sql`campaign_recipients r JOIN contacts c ON c.id = r.contact_id AND c.tenant_id = r.tenant_id
+        WHERE r.campaign_id = ${row.id}::uuid AND r.tenant_id = ${row.tenant_id}::uuid`,
+      order: sql`r.id`,
+    };
+  }
+  const audience = { groups: row.audience_groups, sources: row.audience_sources };
+  if (audience.groups.length === 0 && audience.sources.length === 0) return undefined;
+  return { from: sql`contacts c WHERE ${audienceCondition(row.tenant_id, audience)}`, order: sql`c.created_at, c.id` };
+}
+
 const CONTACT_COLUMNS = sql`c.id, c.first_name, c.last_name, c.phone, c.email, c.company, c.job_title, c.status, c.source, c.custom_fields`;
 type ContactForPreview = MappedContact & { id: string };
+
+/** Why a campaign has no recipients: it sends nothing, also when its scheduled time comes. */
+function noRecipientsWarning(row: CampaignRow): string {
+  if (row.materialised_at) return 'The campaign has no recipients and will send nothing.';
+  if (row.audience_groups.length === 0 && row.audience_sources.length === 0) {
+    return 'The campaign has no audience: it has no recipients and will send nothing. Set groups or sources (a SCHEDULED campaign: pause it, set the audience, resume it).';
+  }
+  return 'The audience resolves to no contacts: the campaign has no recipients and will send nothing.';
+}
 
 export class CampaignsService {
   constructor(private db: Db) {}
@@ -123,7 +152,7 @@ export class CampaignsService {
     const warnings: string[] = [];
     if (!account) warnings.push('No active business account: the campaign cannot be sent.');
     if (limit !== null && size > limit) warnings.push(`The audience (${size}) exceeds the messaging tier's ${limit} unique recipients per 24 hours; the rest will fail until the tier is raised.`);
-    if (size === 0) warnings.push('The audience resolves to no contacts.');
+    if (size === 0) warnings.push(noRecipientsWarning(row));
     return {
       audience_size: size,
       messaging_tier: account?.messaging_tier ?? null,
@@ -171,10 +200,8 @@ export class CampaignsService {
     const audience = checkAudience(input.audience, ['body', 'audience']);
     const scheduledAt = input.scheduled_at ? new Date(input.scheduled_at) : null;
     if (scheduledAt && scheduledAt.getTime() <= Date.now()) throw validationError('scheduled_at must be in the future', ['body', 'scheduled_at'], input.scheduled_at);
-    // A scheduled campaign cannot be given an audience later (PUT audience: DRAFT or PAUSED only).
-    if (scheduledAt && audience.groups.length === 0 && audience.sources.length === 0) {
-      throw validationError('A scheduled campaign needs an audience: set audience.groups or audience.sources', ['body', 'audience'], null);
-    }
+    // Spec 4.1: the audience is optional, also with scheduled_at ("can be set later": pause, PUT
+    // audience, resume). One still without recipients when its time comes sends nothing and completes.
     const template = await templatesRepository.findByIdOrUpstreamId(this.db, tenantId, input.template_id);
     if (!template || template.status !== 'approved') throw new AppError('NOT_FOUND', `Template ${input.template_id} not found or not approved`);
     const mapping = await this.checkedMapping(tenantId, template.components, input.variable_mapping);
@@ -228,7 +255,6 @@ export class CampaignsService {
       if (action === 'schedule') {
         const at = new Date(input.scheduled_at ?? '');
         if (!(at.getTime() > Date.now())) throw validationError('scheduled_at must be in the future', ['body', 'scheduled_at'], input.scheduled_at ?? null);
-        if (!hasAudience(current)) throw noAudience();
         set.scheduled_at = at;
       }
       // A pause by the user is never undone by the service (a template's return resumes only its own pauses).
@@ -267,12 +293,11 @@ export class CampaignsService {
 
   async audiencePreview(tenantId: string, id: string) {
     const row = await this.mustFind(this.db, tenantId, id);
-    const audience = { groups: row.audience_groups, sources: row.audience_sources };
-    if (audience.groups.length === 0 && audience.sources.length === 0) return { total: 0, sample: [] };
+    const contacts = campaignContacts(row);
+    if (!contacts) return { total: 0, sample: [] };
     const { rows } = await sql<{ id: string; first_name: string; phone: string; total: number }>`
       SELECT c.id, c.first_name, c.phone, count(*) OVER ()::int AS total
-      FROM contacts c WHERE ${audienceCondition(tenantId, audience)}
-      ORDER BY c.created_at, c.id LIMIT 10`.execute(this.db);
+      FROM ${contacts.from} ORDER BY ${contacts.order} LIMIT 10`.execute(this.db);
     const total = rows.length < 10 ? rows.length : rows[0].total;
     return { total, sample: rows.map((r) => ({ id: r.id, first_name: r.first_name, phone: r.phone })) };
   }
@@ -282,7 +307,6 @@ export class CampaignsService {
       if (!isContactField(field)) throw validationError(`Unknown field "${field}": use a contact column or custom_fields.<key>`, ['body', 'fields', i], field);
     });
     const row = await this.mustFind(this.db, tenantId, id);
-    const audience = { groups: row.audience_groups, sources: row.audience_sources };
     const unique = [...new Set(fields)];
     const present = unique.map((field, i) => {
       const value = field.startsWith('custom_fields.')
@@ -290,9 +314,9 @@ export class CampaignsService {
         : sql`nullif(${sql.ref(`c.${field}`)}::text, '')`;
       return sql`count(${value})::int AS ${sql.ref(`f${i}`)}`;
     });
-    const empty = audience.groups.length === 0 && audience.sources.length === 0;
+    const contacts = campaignContacts(row);
     const { rows } = await sql<Record<string, number>>`
-      SELECT count(*)::int AS total, ${sql.join(present)} FROM contacts c WHERE ${empty ? sql`false` : audienceCondition(tenantId, audience)}`.execute(this.db);
+      SELECT count(*)::int AS total, ${sql.join(present)} FROM ${contacts?.from ?? sql`contacts c WHERE false`}`.execute(this.db);
     const total = rows[0].total;
     const coverage = Object.fromEntries(unique.map((field, i) => [field, { present: rows[0][`f${i}`], missing: total - rows[0][`f${i}`] }]));
     return { total_recipients: total, coverage };
@@ -308,9 +332,9 @@ export class CampaignsService {
       contact = rows[0];
       if (!contact) throw notFound('Contact');
     } else {
-      const audience = { groups: row.audience_groups, sources: row.audience_sources };
-      if (audience.groups.length > 0 || audience.sources.length > 0) {
-        const { rows } = await sql<ContactForPreview>`SELECT ${CONTACT_COLUMNS} FROM contacts c WHERE ${audienceCondition(tenantId, audience)} ORDER BY c.created_at, c.id LIMIT 1`.execute(this.db);
+      const contacts = campaignContacts(row);
+      if (contacts) {
+        const { rows } = await sql<ContactForPreview>`SELECT ${CONTACT_COLUMNS} FROM ${contacts.from} ORDER BY ${contacts.order} LIMIT 1`.execute(this.db);
         contact = rows[0];
       }
     }
@@ -332,7 +356,7 @@ export class CampaignsService {
     const byCode = rows.map((r) => {
       const info = r.code === null ? undefined : lookupErrorCode(r.code);
       return {
-        code: String(r.code ?? 'unknown'),
+        code: errorCodeText(r.code),
         title: info?.title ?? r.sample ?? 'Unknown error',
         fix: info?.fix ?? 'An error this service does not know; see the sample message and the WhatsApp Cloud API error reference.',
         count: r.count,
@@ -346,9 +370,9 @@ export class CampaignsService {
     await this.mustFind(this.db, tenantId, id);
     let query = this.db.selectFrom('campaign_recipients').select(['id', 'phone', 'contact_id', 'status', 'message_id', 'error_title'])
       .where('campaign_id', '=', id).where('tenant_id', '=', tenantId).where('status', '=', 'failed');
-    if (errorCode === 'unknown') query = query.where('error_code', 'is', null);
-    else if (/^-?\d{1,10}$/.test(errorCode) && Math.abs(Number(errorCode)) <= 2_147_483_647) query = query.where('error_code', '=', Number(errorCode));
-    else throw validationError('error_code must be an upstream error code (an integer) or "unknown"', ['path', 'error_code'], errorCode);
+    const code = parseErrorCode(errorCode);
+    if (code === undefined) throw validationError('error_code must be an upstream error code (an integer) or "unknown"', ['path', 'error_code'], errorCode);
+    query = code === null ? query.where('error_code', 'is', null) : query.where('error_code', '=', code);
     const rows = await query.orderBy('id').limit(limit).execute();
     return {
       error_code: errorCode,

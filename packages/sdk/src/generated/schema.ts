@@ -411,7 +411,7 @@ export interface paths {
         put?: never;
         /**
          * Create a campaign
-         * @description Starts in DRAFT, or SCHEDULED with `scheduled_at`. The template must be approved; `variable_mapping` is required when it has variables. Emits campaign.created (and campaign.scheduled).
+         * @description Starts in DRAFT, or SCHEDULED with `scheduled_at`. The template must be approved; `variable_mapping` is required when it has variables. The audience is optional and can be set later (a SCHEDULED campaign: pause, set it, resume); a campaign that still has no recipients when its time comes sends nothing and completes. Emits campaign.created (and campaign.scheduled).
          *
          *     Scope: campaigns:write.
          */
@@ -475,7 +475,7 @@ export interface paths {
         };
         /**
          * Preview the audience
-         * @description The audience size and a sample, resolved without materialising recipients.
+         * @description The audience size and a sample, resolved without materialising recipients; once the campaign has its fixed recipients (started, or created by retargeting), those.
          *
          *     Scope: campaigns:read.
          */
@@ -499,7 +499,7 @@ export interface paths {
         put?: never;
         /**
          * Field coverage of the audience
-         * @description How many recipients have each contact column or `custom_fields.<key>` set.
+         * @description How many recipients have each contact column or `custom_fields.<key>` set: over the audience, or over the fixed recipients once the campaign has them (started, or created by retargeting).
          *
          *     Scope: campaigns:read.
          */
@@ -521,7 +521,7 @@ export interface paths {
         put?: never;
         /**
          * Render the message for a contact
-         * @description The template filled in by the variable mapping for one contact (the first of the audience when none is given).
+         * @description The template filled in by the variable mapping for one contact (the first of the audience, or of the fixed recipients once the campaign has them, when none is given).
          *
          *     Scope: campaigns:write.
          */
@@ -727,7 +727,7 @@ export interface paths {
         };
         /**
          * List a campaign's recipients
-         * @description Every recipient's outcome, a page of JSON; with `Accept: text/csv` all of them as one streamed CSV file.
+         * @description Every recipient's outcome, a page of JSON; with `Accept: text/csv` all of them as one streamed CSV file. `error_code` is a string of digits, as in the errors summary, or null.
          *
          *     Scope: campaigns:read.
          */
@@ -751,7 +751,7 @@ export interface paths {
         put?: never;
         /**
          * Retarget failed recipients
-         * @description A new DRAFT campaign whose audience is the failed recipients (optionally only those with the given error codes), archived contacts left out.
+         * @description A new DRAFT campaign whose audience is the failed recipients (optionally only those with the given error codes), archived contacts left out. `error_codes` as `GET /campaigns/{id}/errors` shows them (strings of digits, or `unknown` for failures without a code) or as numbers. When no failed recipient matches, 400 VALIDATION_ERROR and no campaign is created.
          *
          *     Scope: campaigns:write.
          */
@@ -1935,7 +1935,7 @@ export interface components {
             status: string;
             message_id: null | string;
             error: null | string;
-            error_code: null | number;
+            error_code: null | string;
             attempts: number;
             updated_at: null | string;
         };
@@ -1944,7 +1944,7 @@ export interface components {
             pagination: components["schemas"]["Pagination"];
         };
         RetargetRequest: {
-            error_codes?: string[];
+            error_codes?: (string | number)[];
             name?: string;
         };
         WebhookEndpoint: {
@@ -8976,7 +8976,8 @@ export interface operations {
                 /**
                  * @example {
                  *       "error_codes": [
-                 *         "131026"
+                 *         "131026",
+                 *         131049
                  *       ],
                  *       "name": "Spring sale (retry)"
                  *     }
