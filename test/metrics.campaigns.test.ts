@@ -4,7 +4,7 @@ import { readWithin, ReadTimedOut } from '../src/db/read-within.ts';
 import { Metrics } from '../src/metrics.ts';
 import { startMetricsServer, type MetricsServer } from '../src/metrics-server.ts';
 import { NUMBER_BUCKETS, numberBucket } from '../src/modules/campaigns/campaigns.metrics.ts';
-import { adminHeaders, call, eventually } from './helpers/app.ts';
+import { adminHeaders, call, eventually, itOnPostgresServer } from './helpers/app.ts';
 import { CAMPAIGN_ENV, createContacts, runCampaignWorkers, someContacts, uniqueTag } from './helpers/campaigns.ts';
 import { parsePrometheus, scrapeMetrics, sumOf, valueOf, type Sample } from './helpers/prometheus.ts';
 import { createApprovedTemplate, createConnectedTenant, startUpstreamApp, type UpstreamTestApp } from './helpers/upstream.ts';
@@ -50,6 +50,12 @@ describe('scrape-time reads', () => {
     expect(valueOf(samples, 'campaign_recipients_queued', { status: 'pending', role: 'worker' })).toBeNaN();
     // The embedded database runs one statement at a time: let the sleeps end before the next test.
     await readWithin(t.deps.db, 10_000, (tx) => sql`SELECT 1`.execute(tx));
+  });
+
+  itOnPostgresServer('pg_stat_activity of a PostgreSQL server')('are cancelled by the server at their deadline, not left running', async () => {
+    await expect(readWithin(t.deps.db, 200, (tx) => sql`SELECT pg_sleep(5)`.execute(tx))).rejects.toBeInstanceOf(ReadTimedOut);
+    const running = () => sql<{ n: number }>`SELECT count(*)::int AS n FROM pg_stat_activity WHERE state = 'active' AND query LIKE '%pg_sleep(5)%' AND pid <> pg_backend_pid()`.execute(t.deps.db);
+    await eventually(async () => (await running()).rows[0].n === 0, 2000);
   });
 
   it('a phone number\'s bucket is the same in every process and never its digits', () => {
