@@ -3,8 +3,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { readWithin, ReadTimedOut } from '../src/db/read-within.ts';
 import { Metrics } from '../src/metrics.ts';
 import { startMetricsServer, type MetricsServer } from '../src/metrics-server.ts';
-import { NUMBER_BUCKETS, numberBucket } from '../src/modules/campaigns/campaigns.metrics.ts';
+import { campaignQueueDepth, NUMBER_BUCKETS, numberBucket } from '../src/modules/campaigns/campaigns.metrics.ts';
 import { adminHeaders, call, eventually, itOnPostgresServer } from './helpers/app.ts';
+import { createOwnDatabase } from './helpers/own-database.ts';
 import { CAMPAIGN_ENV, createContacts, runCampaignWorkers, someContacts, uniqueTag } from './helpers/campaigns.ts';
 import { parsePrometheus, scrapeMetrics, sumOf, valueOf, type Sample } from './helpers/prometheus.ts';
 import { createApprovedTemplate, createConnectedTenant, startUpstreamApp, type UpstreamTestApp } from './helpers/upstream.ts';
@@ -141,5 +142,52 @@ describe('METRICS_PORT in process: campaign series while a campaign runs', () =>
     } finally {
       await workers.stop();
     }
+  });
+});
+
+describe('the campaign queue gauge', () => {
+  // Its own database: the gauge counts every running campaign of the database it reads.
+  let db: Awaited<ReturnType<typeof createOwnDatabase>>;
+  let t: UpstreamTestApp;
+  beforeAll(async () => {
+    db = await createOwnDatabase('msvc_queue_gauge');
+    t = await startUpstreamApp({ ...(db.url ? { DATABASE_URL: db.url } : {}) });
+  });
+  afterAll(async () => {
+    await t?.close();
+    await db?.drop();
+  });
+
+  it('counts every unsettled status of running campaigns (held and deferred too), pending from the counters', async () => {
+    const tenant = await createConnectedTenant(t.app);
+    const template = await createApprovedTemplate(t.app, tenant);
+    const tag = uniqueTag();
+    await createContacts(t, tenant, someContacts(10, { tags: [tag] }));
+    const created = await call(t.app, tenant, 'POST', '/campaigns', {
+      name: 'Queue', template_id: template.id, audience: { groups: [tag] },
+      variable_mapping: { components: [{ type: 'body', parameters: [{ kind: 'contact_field', field: 'first_name' }, { kind: 'static', value: 'Q-1' }] }] },
+    });
+    expect(created.statusCode, created.body).toBe(201);
+    const campaignId = created.json().id as string;
+    expect((await call(t.app, tenant, 'POST', `/campaigns/${campaignId}/send`)).statusCode).toBe(200);
+    expect(Object.fromEntries(await campaignQueueDepth(t.deps.db))).toEqual({ pending: 10, sending: 0, held: 0, deferred: 0 });
+
+    // No dispatcher runs here: the statuses are set as the dispatcher and callbacks would (all of
+    // them still counted as pending by the campaign's counters).
+    const ids = (await t.deps.db.selectFrom('campaign_recipients').select('id').where('campaign_id', '=', campaignId).orderBy('id').execute()).map((r) => r.id);
+    const set = (status: string, some: string[]) => t.deps.db.updateTable('campaign_recipients').set({ status }).where('id', 'in', some).execute();
+    await set('sending', ids.slice(0, 1));
+    await set('held', ids.slice(1, 3));
+    await set('deferred', ids.slice(3, 6));
+    expect(Object.fromEntries(await campaignQueueDepth(t.deps.db))).toEqual({ pending: 4, sending: 1, held: 2, deferred: 3 });
+
+    const samples = parsePrometheus((await t.deps.metrics.render()).body);
+    for (const [status, n] of [['pending', 4], ['sending', 1], ['held', 2], ['deferred', 3]] as const) {
+      expect(valueOf(samples, 'campaign_recipients_queued', { status, role: 'all' }), status).toBe(n);
+    }
+
+    // A campaign no longer running is no longer queued.
+    expect((await call(t.app, tenant, 'POST', `/campaigns/${campaignId}/pause`)).statusCode).toBe(200);
+    expect(Object.fromEntries(await campaignQueueDepth(t.deps.db))).toEqual({ pending: 0, sending: 0, held: 0, deferred: 0 });
   });
 });
