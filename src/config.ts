@@ -8,6 +8,8 @@ export interface Config {
   production: boolean;
   port: number;
   host: string;
+  /** Where every role serves Prometheus `GET /metrics` (on HOST, no auth); undefined: no such listener. */
+  metricsPort: number | undefined;
   role: Role;
   databaseUrl: string | undefined;
   /** How long a request waits for a database connection (a new one, or a free pool slot) before failing with a retryable 503. */
@@ -211,6 +213,7 @@ export function loadConfig(env: Env = process.env): Config {
     // The embedded default prints an admin token and serves a demo tenant: loopback unless HOST widens it.
     host: env.HOST || (env.DATABASE_URL ? '0.0.0.0' : '127.0.0.1'),
     role,
+    metricsPort: env.METRICS_PORT ? int(env, 'METRICS_PORT', 0) : undefined,
     databaseUrl: env.DATABASE_URL || undefined,
     databaseConnectTimeoutMs: int(env, 'DATABASE_CONNECT_TIMEOUT_MS', 5000),
     dataDir,

@@ -7,7 +7,9 @@ import { ApiKeyAuthenticator } from './http/auth.ts';
 import { IdempotencyStore } from './http/idempotency.ts';
 import { MemoryRateCounter, RedisRateCounter, type RateCounter } from './http/rate-limit.ts';
 import { createLogger } from './logger.ts';
-import { Metrics } from './metrics.ts';
+import { Metrics, SCRAPE_READ_MS } from './metrics.ts';
+import { readWithin } from './db/read-within.ts';
+import { campaignQueueDepth } from './modules/campaigns/campaigns.metrics.ts';
 import { AdminService } from './modules/admin/admin.service.ts';
 import { CampaignRecipients } from './modules/campaigns/campaigns.recipients.ts';
 import { CampaignsService } from './modules/campaigns/campaigns.service.ts';
@@ -117,8 +119,9 @@ export async function createDeps(config: Config, logger: Logger = createLogger(c
   const database = await (options.database ?? openDatabase(config));
   const db = database.db;
   const redis = config.redisUrl ? await connectRedis(config.redisUrl, logger) : null;
-  const metrics = new Metrics();
-  metrics.watchWebhookBacklog(() => webhookBacklog(db));
+  const metrics = new Metrics({ role: config.role });
+  metrics.watchWebhookBacklog(() => readWithin(db, SCRAPE_READ_MS, webhookBacklog));
+  metrics.watchCampaignQueue(() => readWithin(db, SCRAPE_READ_MS, campaignQueueDepth));
   const upstream = createUpstreamClient({
     baseUrl: upstreamBaseUrlFor(config, options), timeoutMs: config.upstreamTimeoutMs,
     onCall: (operation, result, seconds) => metrics.upstreamRequests.observe({ operation, result }, seconds),

@@ -3,6 +3,7 @@ import type { FastifyInstance } from 'fastify';
 import { setFlagsFromString } from 'node:v8';
 import { ConfigError, loadConfig, type Config } from './config.ts';
 import { openDatabase } from './db/database.ts';
+import { startMetricsServer, type MetricsServer } from './metrics-server.ts';
 import type { Sandbox } from './sandbox/sandbox.ts';
 
 // V8 lets the old generation grow to up to four times what the last full collection kept before it
@@ -53,6 +54,7 @@ migrated.catch(() => {}); // awaited (and so reported) below
 // rest of the start runs) still closes the database and exits 0 instead of killing the process.
 let app: FastifyInstance | null = null;
 let workers: ReturnType<typeof startWorkers> | null = null;
+let metricsServer: MetricsServer | null = null;
 let shuttingDown = false;
 process.on('SIGTERM', () => void shutdown('SIGTERM'));
 process.on('SIGINT', () => void shutdown('SIGINT'));
@@ -68,6 +70,17 @@ if (app) {
     exitIfUnbindable(err, 'PORT', config.port, 'the API');
   }
   log.info({ role: config.role, database: deps.database.kind, redis: config.redisUrl ? 'redis' : 'memory' }, `listening on ${config.host}:${config.port}`);
+}
+if (config.metricsPort !== undefined && !shuttingDown) {
+  try {
+    metricsServer = await startMetricsServer(deps.metrics, { port: config.metricsPort, host: config.host });
+  } catch (err) {
+    await app?.close();
+    await sandbox?.close();
+    await deps.close();
+    exitIfUnbindable(err, 'METRICS_PORT', config.metricsPort, 'the Prometheus metrics');
+  }
+  log.info({ role: config.role }, `metrics on http://${config.host}:${metricsServer.port}/metrics`);
 }
 if (sandbox) {
   const address = app?.server.address();
@@ -100,7 +113,7 @@ function exitIfUnbindable(err: unknown, variable: string, port: number, what: st
   const code = (err as NodeJS.ErrnoException).code;
   if (code === 'EADDRINUSE') console.error(`port ${port} (${variable}, ${what}) is already in use: stop what listens there or set ${variable} to a free port`);
   else if (code === 'EACCES') console.error(`port ${port} (${variable}, ${what}) may not be bound by this user: set ${variable} to a port above 1023`);
-  else if (code === 'EADDRNOTAVAIL') console.error(`${variable === 'PORT' ? 'HOST' : 'SANDBOX_HOST'} is not an address of this machine: ${(err as Error).message}`);
+  else if (code === 'EADDRNOTAVAIL') console.error(`${variable === 'SANDBOX_PORT' ? 'SANDBOX_HOST' : 'HOST'} is not an address of this machine: ${(err as Error).message}`);
   else throw err;
   process.exit(1);
 }
@@ -122,6 +135,8 @@ async function shutdown(signal: string) {
   await listening?.close();
   if (idleSweep) clearInterval(idleSweep);
   await workers?.stop();
+  // Scraped until the workers have drained.
+  await metricsServer?.close();
   await sandbox?.close();
   await deps.close();
   process.exit(0);

@@ -4,23 +4,8 @@ import { Metrics } from '../src/metrics.ts';
 import { adminHeaders, call, createTenant, uniquePhone } from './helpers/app.ts';
 import { expectError } from './helpers/expect.ts';
 import { startReceiver, type Receiver } from './helpers/https-receiver.ts';
+import { parsePrometheus as parse, valueOf, type Sample } from './helpers/prometheus.ts';
 import { createApprovedTemplate, createConnectedTenant, startUpstreamApp, type UpstreamTestApp } from './helpers/upstream.ts';
-
-interface Sample { name: string; labels: Record<string, string>; value: number }
-
-/** The Prometheus text format, one sample per line (comments skipped). */
-function parse(text: string): Sample[] {
-  return text.split('\n').filter((line) => line && !line.startsWith('#')).map((line) => {
-    const match = /^([a-zA-Z_:][\w:]*)(?:\{(.*)\})? (\S+)$/.exec(line);
-    if (!match) throw new Error(`not a sample line: ${line}`);
-    const labels = Object.fromEntries([...(match[2] ?? '').matchAll(/(\w+)="((?:[^"\\]|\\.)*)"/g)].map((m) => [m[1], m[2]]));
-    return { name: match[1], labels, value: Number(match[3]) };
-  });
-}
-
-function valueOf(samples: Sample[], name: string, labels: Record<string, string> = {}): number | undefined {
-  return samples.find((s) => s.name === name && Object.entries(labels).every(([k, v]) => s.labels[k] === v))?.value;
-}
 
 describe('the webhook backlog gauges', () => {
   it('report one read per scrape, and NaN (unknown, not a healthy 0) when the database does not answer', async () => {

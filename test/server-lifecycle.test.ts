@@ -2,6 +2,7 @@ import pg from 'pg';
 import { afterAll, describe, expect, it } from 'vitest';
 import { hasPostgres, hasRedis, itOnPostgresServer, makeTempDir, removeTempDir, withEmbeddedDatabase } from './helpers/app.ts';
 import { freePort, startServer, stopServer, waitForHttp, type ServerProcess } from './helpers/process.ts';
+import { scrapeMetrics, valueOf } from './helpers/prometheus.ts';
 
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
 type Json = any;
@@ -72,15 +73,21 @@ describe('server process', () => {
     expect(await server.exited).toEqual({ code: 0, signal: null });
   });
 
-  it('ROLE=worker runs without a listener and exits 0 on SIGTERM', { timeout: 30_000 }, async () => {
-    const port = await freePort();
+  it('ROLE=worker runs without an API listener, serves its metrics on METRICS_PORT, and exits 0 on SIGTERM', { timeout: 30_000 }, async () => {
+    const [port, metricsPort] = [await freePort(), await freePort()];
     const dir = dataDir('msvc-worker-');
-    server = startServer({ ROLE: 'worker', PORT: String(port), DATA_DIR: dir, ...database(dir), ADMIN_TOKEN: ADMIN, SECRETS_KEY, SEED_DEMO: 'false', LOG_LEVEL: 'info' });
+    server = startServer({ ROLE: 'worker', PORT: String(port), METRICS_PORT: String(metricsPort), DATA_DIR: dir, ...database(dir), ADMIN_TOKEN: ADMIN, SECRETS_KEY, SEED_DEMO: 'false', LOG_LEVEL: 'info' });
     await server.waitForOutput(/workers started/);
     await new Promise((r) => setTimeout(r, 300));
     expect(await fetch(`http://127.0.0.1:${port}/healthz`).then((r) => r.status, () => 'refused')).toBe('refused');
+    const metricsUrl = `http://127.0.0.1:${metricsPort}/metrics`;
+    const { samples } = await scrapeMetrics(metricsUrl);
+    expect(valueOf(samples, 'webhook_deliveries_due', { role: 'worker' })).toEqual(expect.any(Number));
+    expect(valueOf(samples, 'campaign_recipients_queued', { role: 'worker', status: 'pending' })).toEqual(expect.any(Number));
+    expect((await fetch(`http://127.0.0.1:${metricsPort}/healthz`)).status).toBe(404);
     server.child.kill('SIGTERM');
     expect(await server.exited).toEqual({ code: 0, signal: null });
+    expect(await fetch(metricsUrl).then((r) => r.status, () => 'refused')).toBe('refused');
   });
 
   it('an invalid ROLE or SECRETS_KEY is a clear configuration error', { timeout: 30_000 }, async () => {

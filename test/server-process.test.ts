@@ -107,15 +107,16 @@ describe('the compiled package and its process', () => {
   });
 
   it('a port already taken is one line naming the variable to change, not a stack trace', { timeout: 300_000 }, async () => {
-    for (const variable of ['SANDBOX_PORT', 'PORT'] as const) {
-      const port = await freePort();
-      const sandboxPort = await freePort();
-      const blocker = await listenOn(variable === 'PORT' ? port : sandboxPort);
+    for (const variable of ['SANDBOX_PORT', 'PORT', 'METRICS_PORT'] as const) {
+      const ports = { PORT: await freePort(), SANDBOX_PORT: await freePort(), METRICS_PORT: await freePort() };
+      const taken = ports[variable];
+      const blocker = await listenOn(taken);
       try {
-        const proc = run(process.execPath, ['dist/server.js'], { PORT: String(port), SANDBOX_PORT: String(sandboxPort), DATA_DIR: tempDir('msvc-port-'), LOG_LEVEL: 'warn' });
+        const proc = run(process.execPath, ['dist/server.js'], {
+          PORT: String(ports.PORT), SANDBOX_PORT: String(ports.SANDBOX_PORT), METRICS_PORT: String(ports.METRICS_PORT), DATA_DIR: tempDir('msvc-port-'), LOG_LEVEL: 'warn',
+        });
         running.push(proc);
         expect(await proc.exited).toEqual({ code: 1, signal: null });
-        const taken = variable === 'PORT' ? port : sandboxPort;
         const lines = proc.stderr().trim().split('\n');
         expect(lines).toHaveLength(1);
         expect(lines[0]).toMatch(new RegExp(`^port ${taken} \\(${variable}, [^)]+\\) is already in use: stop what listens there or set ${variable} to a free port$`));

@@ -4,6 +4,7 @@ import { decryptSecret } from '../crypto/secrets.ts';
 import { AppError } from '../http/errors.ts';
 import { resolveSendComponents, type MediaForSend, type VariableMapping } from '../modules/campaigns/campaigns.mapping.ts';
 import { campaignQueue, FIRST_ID, type ClaimedRecipient, type RunningCampaign } from '../modules/campaigns/campaigns.queue.ts';
+import { countClaimed, countOutcomes, countSendIssued } from '../modules/campaigns/campaigns.metrics.ts';
 import { campaignsRepository } from '../modules/campaigns/campaigns.repository.ts';
 import { recordTransition } from '../modules/campaigns/campaigns.service.ts';
 import type { MediaService } from '../modules/media/media.service.ts';
@@ -156,6 +157,7 @@ export class CampaignDispatcher {
     const after = this.cursors.get(campaignId) ?? FIRST_ID;
     let claimed = await campaignQueue.claim(this.db, campaignId, limit, this.options.leaseMs, after);
     if (claimed.length === 0 && after !== FIRST_ID) claimed = await campaignQueue.claim(this.db, campaignId, limit, this.options.leaseMs);
+    countClaimed(claimed.length);
     if (claimed.length > 0) {
       if (this.cursors.size > 10_000) this.cursors.clear();
       this.cursors.set(campaignId, claimed.reduce((max, r) => (r.id > max ? r.id : max), claimed[0].id));
@@ -220,12 +222,14 @@ export class CampaignDispatcher {
     }
     const retryAt = new Date(Date.now() + MEDIA_RETRY_MS);
     await this.db.transaction().execute((tx) => campaignQueue.recordOutcomes(tx, { retry: claimed.map((r) => ({ id: r.id, retryAt })) }));
+    countOutcomes({ retry: claimed });
     this.logger?.warn({ err, campaign_id: campaign.id }, 'campaign media could not be uploaded; its recipients are retried later');
   }
 
   /** Nothing of the claim can be sent: its recipients go back to pending unsent, and the campaign fails. */
   private async failClaimed(campaign: RunningCampaign, claimed: ClaimedRecipient[], reason: string): Promise<void> {
     await this.db.transaction().execute((tx) => campaignQueue.recordOutcomes(tx, { unsent: claimed.map((r) => ({ id: r.id })) }));
+    countOutcomes({ unsent: claimed });
     await this.failCampaign(campaign, reason, null);
   }
 
@@ -256,6 +260,7 @@ export class CampaignDispatcher {
       }
       let outcome: SendOutcome;
       try {
+        countSendIssued(account.phoneNumberId, startAt + i * intervalMs);
         outcome = outcomeOfSend(await this.upstream.sendTemplate(account, {
           to: send.to, templateName: campaign.template_name, language: campaign.language, components: send.components, callbackData: send.id, attempt: send.attempts - 1,
         }), send.attempts - 1);
@@ -342,6 +347,7 @@ export class CampaignDispatcher {
       await campaignQueue.recordOutcomes(tx, outcomes);
       return stop ? applyStop(tx, campaign.tenant_id, stop, campaign.template_id) : [];
     });
+    countOutcomes(outcomes);
     for (const row of failed) this.logger?.warn({ campaign_id: row.id, tenant_id: row.tenant_id, reason: row.failure_reason }, 'campaign failed');
   }
 }

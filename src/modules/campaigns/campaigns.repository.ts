@@ -1,6 +1,7 @@
 import { sql, type Selectable } from 'kysely';
 import type { Queryable, Tx } from '../../db/database.ts';
 import type { CampaignsTable } from '../../db/schema.ts';
+import { countTransitions } from './campaigns.metrics.ts';
 import { TRANSITIONS, type CampaignAction } from './campaigns.states.ts';
 
 export type CampaignRow = Selectable<CampaignsTable>;
@@ -182,6 +183,7 @@ export const COUNTED_IN: Record<string, readonly Counter[]> = {
  * outcomes never wait on the campaign row. `moves` are (campaign, from, to) triples, one per recipient.
  */
 export async function recordCounterMoves(tx: Tx, moves: { campaignId: string; from: string; to: string }[]): Promise<void> {
+  countTransitions(moves);
   const deltas = new Map<string, Record<Counter, number>>();
   for (const m of moves) {
     if (m.from === m.to) continue;
