@@ -81,18 +81,21 @@ export function renderRecord(record: Record<string, unknown>, maxWidth: number):
 
 function fittedTable(headers: string[] | null, cells: string[][], minimums: number[], maxWidth: number): string {
   const columnCount = headers?.length ?? cells[0]?.length ?? 0;
-  const natural = Array.from({ length: columnCount }, (_, i) => Math.max(stringWidth(headers?.[i] ?? ''), ...cells.map((r) => stringWidth(r[i]))));
-  const fit = fitColumns(natural, minimums, maxWidth);
-  const kept = fit.widths.length;
+  let columns = Array.from({ length: columnCount }, (_, i) => i);
+  const naturalOf = (i: number) => Math.max(stringWidth(headers?.[i] ?? ''), ...cells.map((r) => stringWidth(r[i])));
+  // Too wide: a column with nothing in any row is the first to go (its header alone says nothing).
+  if (tableWidth(columns.map(naturalOf)) > maxWidth && cells.length > 0) columns = columns.filter((i) => cells.some((r) => r[i] !== ''));
+  const fit = fitColumns(columns.map(naturalOf), columns.map((i) => minimums[i]), maxWidth);
+  const shown = columns.slice(0, fit.widths.length);
   const table = new Table({
-    ...(headers ? { head: headers.slice(0, kept) } : {}),
+    ...(headers ? { head: shown.map((i) => headers[i]) } : {}),
     colWidths: fit.widths.map((w) => w + 2),
     truncate: ELLIPSIS,
     style: { head: [], border: [] },
   });
-  for (const row of cells) table.push(row.slice(0, kept));
+  for (const row of cells) table.push(shown.map((i) => row[i]));
   if (fit.dropped === 0) return table.toString();
-  const left = headers ? headers.slice(kept).join(', ') : `${fit.dropped} columns`;
+  const left = headers ? columns.slice(shown.length).map((i) => headers[i]).join(', ') : `${fit.dropped} columns`;
   return `${table.toString()}\n${clip(`${ELLIPSIS} not shown: ${left} (a wider --width, or --json)`, maxWidth)}`;
 }
 

@@ -58,3 +58,19 @@ describe('tables fitted to a width', () => {
     expect(clip('abc', 3)).toBe('abc');
   });
 });
+
+describe('columns with nothing in them', () => {
+  it('go first when the table is too wide, and stay when it fits', () => {
+    const rows = [{ id: ID, scheduled: null, name: 'A rather long campaign name' }];
+    const columns = [
+      { header: 'id', value: (r: typeof rows[0]) => r.id, minWidth: UUID_WIDTH },
+      { header: 'scheduled', value: (r: typeof rows[0]) => r.scheduled },
+      { header: 'name', value: (r: typeof rows[0]) => r.name },
+    ];
+    expect(renderTable(rows, columns, 120)).toContain('scheduled');
+    const narrow = renderTable(rows, columns, 60);
+    expect(narrow).not.toContain('scheduled');
+    expect(narrow).toContain('A rather long');
+    expect(widest(narrow)).toBeLessThanOrEqual(60);
+  });
+});
