@@ -20,7 +20,7 @@ export class ImportProgressView {
     if (mode !== 'bar') return;
     this.bar = new cliProgress.SingleBar({
       stream: process.stderr, fps: 5,
-      format: ' {bar} {percentage}% | {rows} rows | {rate} rows/s | ETA {eta} | created {created} refused {refused}{note}',
+      format: ' {bar} {percentage}% | {rows} rows | {rate} rows/s | ETA {time_left} | created {created} refused {refused}{note}',
     }, cliProgress.Presets.shades_classic);
     this.bar.start(totalBytes, 0, this.payload(Date.now()));
     this.ticker = setInterval(() => this.render(), 1000);
@@ -60,6 +60,7 @@ export class ImportProgressView {
     return etaSeconds({ doneBytes: done, leftBytes: this.totalBytes - (this.last?.bytes ?? 0), startedAt: this.startedAt, now, wait: this.wait });
   }
 
+  // Not named eta: cli-progress fills its own {eta} (from the last updates' speed, blind to a wait) over a payload's.
   private payload(now: number) {
     const p = this.last;
     const seconds = (now - this.startedAt) / 1000;
@@ -67,7 +68,7 @@ export class ImportProgressView {
     return {
       rows: p?.rows ?? 0, created: p?.created ?? 0, refused: p?.refused ?? 0,
       rate: p && seconds > 0 ? Math.round(p.rowsThisRun / seconds) : 0,
-      eta: formatDuration(this.eta(now)),
+      time_left: formatDuration(this.eta(now)),
       note: note ? ` | ${note}` : '',
     };
   }
