@@ -59,3 +59,19 @@ export function demoBanner(baseUrl: string, adminToken: string, seeded: { tenant
     '',
   ].join('\n');
 }
+
+/**
+ * Where the rest is, under either banner: the API explorer (when OPENAPI_ENABLED) and the upstream
+ * the service sends to: the built-in sandbox (`sandboxUrl`, its listener root) or UPSTREAM_BASE_URL.
+ */
+export function locationsBanner(baseUrl: string, where: { docs: boolean; sandboxUrl: string | null; upstreamBaseUrl: string | null }): string {
+  return [
+    where.docs
+      ? `  API docs:  ${baseUrl}/docs (API explorer; OpenAPI at ${baseUrl}/openapi.json, operator API at ${baseUrl}/admin/v1/openapi.json)`
+      : '  API docs:  off (OPENAPI_ENABLED=false)',
+    where.sandboxUrl
+      ? `  Sandbox:   ${where.sandboxUrl} (SANDBOX_PORT; the built-in WhatsApp stand-in every send goes to, its control API under ${where.sandboxUrl}/__sandbox/)`
+      : `  Upstream:  ${where.upstreamBaseUrl} (UPSTREAM_BASE_URL)`,
+    '',
+  ].join('\n');
+}

@@ -28,7 +28,7 @@ try {
 // rest of the modules load (they are imported below, not above, for that reason).
 const database = openDatabase(config);
 database.catch(() => {}); // awaited (and so reported) by createDeps below
-const [{ buildApp }, { migrate }, { createDeps }, { createLogger }, { createSandbox }, { demoBanner, findDemoTenant, restartBanner, seedDemoTenant }, { startWorkers }] = await Promise.all([
+const [{ buildApp }, { migrate }, { createDeps }, { createLogger }, { createSandbox }, { demoBanner, findDemoTenant, locationsBanner, restartBanner, seedDemoTenant }, { startWorkers }] = await Promise.all([
   import('./app.ts'), import('./db/migrate.ts'), import('./deps.ts'), import('./logger.ts'), import('./sandbox/sandbox.ts'), import('./seed.ts'), import('./worker.ts'),
 ]);
 const logger = createLogger(config.logLevel);
@@ -99,6 +99,7 @@ const baseUrl = `http://${config.host === '0.0.0.0' || config.host === '::' ? '1
 if (seeded) console.error(demoBanner(baseUrl, config.adminToken, seeded));
 const demoTenant = config.seedDemo && !seeded && app && !shuttingDown ? await unlessStopping(findDemoTenant(deps)) : null;
 if (demoTenant) console.error(restartBanner(baseUrl, demoTenant, process.env.ADMIN_TOKEN ? { env: true } : { dataDir: config.dataDir }));
+if (seeded || demoTenant) console.error(locationsBanner(baseUrl, { docs: Boolean(app) && config.openapiEnabled, sandboxUrl: sandbox?.url ?? (config.upstreamBaseUrl ? null : `http://127.0.0.1:${config.sandboxPort}`), upstreamBaseUrl: config.upstreamBaseUrl ?? null }));
 
 /** A start-up step that a signal overtook fails as the database closes: shutdown() ends the process. */
 function unlessStopping<T>(step: Promise<T>): Promise<T | null> {

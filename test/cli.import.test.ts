@@ -152,3 +152,68 @@ describe('msvc contacts import against a real service', { timeout: 180_000 }, ()
     expect(JSON.parse(restarted.stdout)).toMatchObject({ rows: 30, created: 30, refused: 0, refused_file: null });
   });
 });
+
+// A waiting import is a process left waiting for the minute window (up to a minute): each run is
+// stopped once it has said so, not waited out.
+describe('msvc contacts import at the rate limit', { timeout: 180_000 }, () => {
+  let t: TestApp;
+  let url: string;
+  let dir: string;
+  beforeAll(async () => {
+    // Three requests a minute: the fourth batch of one row has to wait for the next window.
+    t = await startTestApp({ RATE_LIMIT_PER_MINUTE: '3' });
+    url = await listenOnLoopback(t.app);
+    dir = makeTempDir('msvc-import-wait-');
+  });
+  afterAll(async () => {
+    await t?.close();
+    removeTempDir(dir);
+  });
+
+  /** Seconds of a duration as the CLI writes it: 7s, 1m 05s, 2h 03m. */
+  const seconds = (text: string) => [...text.matchAll(/(\d+)([hms])/g)].reduce((sum, [, n, unit]) => sum + Number(n) * { h: 3600, m: 60, s: 1 }[unit as 'h' | 'm' | 's'], 0);
+  const WAITING = /waiting (\d+)s for the rate limit \((429 Retry-After|X-RateLimit-Remaining-Minute 0)\)/;
+  const args = (file: string) => ['contacts', 'import', file, '--batch-size', '1', '--concurrency', '1'];
+
+  it('says on stderr when it waits for the rate limit, how long and why, with an ETA that counts the wait', async () => {
+    const tenant = await createTenant(t.app);
+    const env = { MSVC_URL: url, MSVC_API_KEY: tenant.key };
+    const run = spawnCli(args(csvFile(dir, 'slow.csv', 8, {}).path), env);
+    try {
+      const [, wait, , percent, eta] = await run.waitFor(new RegExp(`^msvc: ${WAITING.source}; (\\d+)% imported, ETA ([\\dhms ]+)$`, 'm'), 'stderr', 60_000);
+      expect(Number(wait)).toBeGreaterThanOrEqual(1);
+      expect(Number(wait)).toBeLessThanOrEqual(61);
+      expect(Number(percent)).toBeGreaterThan(0);
+      expect(seconds(eta)).toBeGreaterThanOrEqual(Number(wait));
+    } finally {
+      run.child.kill('SIGKILL');
+      await run.exited;
+    }
+
+    // The same tenant's window is spent (or, past a minute boundary, spent again after three): --json says it as JSON.
+    const json = spawnCli([...args(csvFile(dir, 'slow-json.csv', 8, {}).path), '--json'], env);
+    try {
+      const [raw] = await json.waitFor(/^\{"waiting":.*\}$/m, 'stderr', 60_000);
+      const { waiting } = JSON.parse(raw);
+      expect(waiting).toMatchObject({ seconds: expect.any(Number), reason: expect.stringMatching(/^(429 Retry-After|X-RateLimit-Remaining-Minute 0)$/), until: expect.any(String) });
+      expect(waiting.seconds).toBeLessThanOrEqual(61);
+    } finally {
+      json.child.kill('SIGKILL');
+      await json.exited;
+    }
+  });
+
+  it('on a terminal, the progress bar counts the wait down and its ETA is at least the wait', async () => {
+    const tenant = await createTenant(t.app);
+    const run = spawnCli(args(csvFile(dir, 'slow-tty.csv', 8, {}).path), { MSVC_URL: url, MSVC_API_KEY: tenant.key }, { columns: 200 });
+    try {
+      const [, eta, wait] = await run.waitFor(new RegExp(`ETA ([\\dhms ]+) \\| created \\d+ refused \\d+ \\| ${WAITING.source}`), 'stdout', 60_000);
+      expect(seconds(eta)).toBeGreaterThanOrEqual(Number(wait));
+      // Redrawn every second: the count goes down while the wait lasts.
+      if (Number(wait) > 3) await run.waitFor(new RegExp(`waiting ${Number(wait) - 2}s for the rate limit`), 'stdout', 10_000);
+    } finally {
+      run.child.kill('SIGKILL');
+      await run.exited;
+    }
+  });
+});

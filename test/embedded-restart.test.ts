@@ -83,6 +83,8 @@ describe('embedded default across a restart', () => {
 
     // The restart banner: no key (only its hash is kept), where the admin token is, one command for a new key.
     const [, tenantId] = await server.waitForOutput(/Demo tenant ([0-9a-f-]{36}): its API key was shown at the first start only/);
+    await server.waitForOutput(new RegExp(`API docs:\\s+${base}/docs `));
+    await server.waitForOutput(new RegExp(`Sandbox:\\s+http://127\\.0\\.0\\.1:${sandboxPort} \\(SANDBOX_PORT;`));
     expect(server.output()).not.toMatch(/API key:\s+svc_sk_live_/);
     expect(server.output()).toContain(`ADMIN_TOKEN in ${join(dataDir, 'dev-secrets.json')}`);
     const command = /(curl -s -X POST \S+\/admin\/v1\/tenants\/\S+\/api-keys .*\\\n.*)\n/.exec(server.output())?.[1];

@@ -26,6 +26,12 @@ describe('embedded default (PGlite, in-memory counters, no configuration)', () =
     const [, apiKey] = await server.waitForOutput(/API key:\s+(svc_sk_live_[0-9a-f]{40})/);
     const [, adminToken] = await server.waitForOutput(/admin token:\s+(\S+)/);
     expect(server.output()).toContain(`curl -s ${base}/api/v1/public/contacts`);
+    // Where the docs and the sandbox are: addresses that answer.
+    const [, docs] = await server.waitForOutput(/API docs:\s+(\S+) \(API explorer/);
+    expect(docs).toBe(`${base}/docs`);
+    expect((await fetch(docs)).status).toBe(200);
+    const [, sandboxUrl] = await server.waitForOutput(/Sandbox:\s+(http:\/\/127\.0\.0\.1:\d+) \(SANDBOX_PORT;/);
+    expect(await (await fetch(`${sandboxUrl}/__sandbox/health`)).json()).toEqual({ status: 'ok' });
 
     const ready = await fetch(`${base}/readyz`);
     expect(ready.status).toBe(200);

@@ -15,10 +15,16 @@ export interface CliRun {
 
 /**
  * `msvc` as a user runs it (node on the bin, sources through tsx), with exactly `env` plus PATH and
- * HOME; MSVC_CONFIG points at no file, so a profile on this machine never leaks in.
+ * HOME; MSVC_CONFIG points at no file, so a profile on this machine never leaks in. With
+ * `terminal`, it runs on a pseudo-terminal of that many columns (util-linux `script`), as at a
+ * shell: stdout and stderr are the terminal, and both arrive on `stdout()`.
  */
-export function spawnCli(args: string[], env: Record<string, string | undefined> = {}): CliRun {
-  const child = spawn(process.execPath, [BIN, ...args], {
+export function spawnCli(args: string[], env: Record<string, string | undefined> = {}, terminal?: { columns: number }): CliRun {
+  const quote = (s: string) => `'${s.replace(/'/g, `'\\''`)}'`;
+  const [command, argv] = terminal
+    ? ['script', ['-qfec', `stty cols ${terminal.columns} rows 40; exec ${[process.execPath, BIN, ...args].map(quote).join(' ')}`, '/dev/null']]
+    : [process.execPath, [BIN, ...args]];
+  const child = spawn(command, argv, {
     env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/tmp', MSVC_CONFIG: '/nonexistent/msvc.json', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });

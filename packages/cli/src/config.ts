@@ -12,6 +12,7 @@ export interface GlobalFlags {
   config?: string;
   json?: boolean;
   dataDir?: string;
+  width?: number;
 }
 
 export interface CliConfig {
@@ -21,11 +22,23 @@ export interface CliConfig {
   json: boolean;
   /** The service's DATA_DIR, where `listen` finds the development certificate. */
   dataDir: string;
+  /** The widest a readable line (a table) may be: --width, COLUMNS, the terminal's width, else 80. */
+  width: number;
 }
 
 interface Profile { url?: string; admin_token?: string; api_key?: string; data_dir?: string }
 
 export const DEFAULT_URL = 'http://127.0.0.1:8080';
+/** Output that is not a terminal (a pipe, a file) gets tables this wide unless told otherwise. */
+export const DEFAULT_WIDTH = 80;
+/** Narrower than this, a table cannot show even one column with its borders. */
+export const MIN_WIDTH = 20;
+
+/** COLUMNS as the shell exports it; anything that is not a usable width is ignored. */
+function columnsFromEnv(value: string | undefined): number | undefined {
+  const n = Number(value);
+  return value && Number.isInteger(n) && n >= MIN_WIDTH ? n : undefined;
+}
 export const defaultProfileFile = (env: NodeJS.ProcessEnv) =>
   env.MSVC_CONFIG ?? join(env.XDG_CONFIG_HOME ?? join(homedir(), '.config'), 'msvc', 'config.json');
 
@@ -34,7 +47,7 @@ export const defaultProfileFile = (env: NodeJS.ProcessEnv) =>
  * the profile file: JSON `{ "<profile>": { url, admin_token, api_key, data_dir } }` at --config,
  * MSVC_CONFIG or ~/.config/msvc/config.json, profile --profile, MSVC_PROFILE or "default".
  */
-export function resolveConfig(flags: GlobalFlags, env: NodeJS.ProcessEnv = process.env): CliConfig {
+export function resolveConfig(flags: GlobalFlags, env: NodeJS.ProcessEnv = process.env, terminalColumns = process.stdout.isTTY ? process.stdout.columns : undefined): CliConfig {
   const file = flags.config ?? defaultProfileFile(env);
   const profileName = flags.profile ?? env.MSVC_PROFILE ?? 'default';
   const profile = readProfile(file, profileName, Boolean(flags.config || flags.profile || env.MSVC_PROFILE));
@@ -50,6 +63,7 @@ export function resolveConfig(flags: GlobalFlags, env: NodeJS.ProcessEnv = proce
     apiKey: flags.apiKey ?? env.MSVC_API_KEY ?? profile.api_key,
     json: Boolean(flags.json),
     dataDir: resolve(flags.dataDir ?? env.DATA_DIR ?? profile.data_dir ?? './data'),
+    width: flags.width ?? columnsFromEnv(env.COLUMNS) ?? (terminalColumns || DEFAULT_WIDTH),
   };
 }
 

@@ -1,5 +1,5 @@
 import { Command, CommanderError, Option } from 'commander';
-import { resolveConfig, type GlobalFlags } from './config.ts';
+import { DEFAULT_WIDTH, MIN_WIDTH, resolveConfig, type GlobalFlags } from './config.ts';
 import { CliError, EXIT } from './exit-codes.ts';
 import { ApiError } from './http.ts';
 import { registerAdminCommands } from './commands/admin.ts';
@@ -7,7 +7,7 @@ import { registerCampaignCommands } from './commands/campaigns.ts';
 import { registerContactCommands } from './commands/contacts.ts';
 import { registerDeliveryCommands } from './commands/deliveries.ts';
 import { registerListenCommand } from './commands/listen.ts';
-import type { Runner } from './commands/shared.ts';
+import { integerAtLeast, type Runner } from './commands/shared.ts';
 
 export function buildProgram(): Command {
   const program = new Command('msvc')
@@ -19,7 +19,8 @@ export function buildProgram(): Command {
     .addOption(new Option('--profile <name>', 'profile in the profile file (env MSVC_PROFILE; default "default")'))
     .addOption(new Option('--config <file>', 'profile file (env MSVC_CONFIG; default ~/.config/msvc/config.json)'))
     .addOption(new Option('--data-dir <dir>', 'the service\'s DATA_DIR, for `listen` (env DATA_DIR; default ./data)'))
-    .option('--json', 'machine-readable JSON output')
+    .addOption(new Option('--width <columns>', `widest line of a table (env COLUMNS; default the terminal's width, else ${DEFAULT_WIDTH})`).argParser(integerAtLeast(MIN_WIDTH)))
+    .option('--json', 'machine-readable JSON output (never cut to a width)')
     .showHelpAfterError()
     .exitOverride();
   program.addHelpText('after', `

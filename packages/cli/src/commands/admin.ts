@@ -1,7 +1,7 @@
 import type { Command } from 'commander';
 import { requireAdminToken, type CliConfig } from '../config.ts';
 import { ADMIN_PREFIX, Api } from '../http.ts';
-import { emit, renderRecord, renderTable } from '../output.ts';
+import { emit, renderRecord, renderTable, UUID_WIDTH } from '../output.ts';
 import { integerAtLeast, list, positiveInt, type Runner } from './shared.ts';
 
 interface Tenant { id: string; name: string; plan: string; api_requests_daily: number; created_at: string }
@@ -22,21 +22,21 @@ export function registerAdminCommands(program: Command, run: Runner): void {
     .action(run(async (config, opts: { name?: string; page: number; limit: number }) => {
       const page = await admin(config).call<TenantPage>('GET', '/tenants', { query: { name: opts.name, page: opts.page, limit: opts.limit } });
       emit(config.json, page, () => `${renderTable(page.data, [
-        { header: 'id', value: (t) => t.id }, { header: 'name', value: (t) => t.name }, { header: 'plan', value: (t) => t.plan },
+        { header: 'id', value: (t) => t.id, minWidth: UUID_WIDTH }, { header: 'name', value: (t) => t.name }, { header: 'plan', value: (t) => t.plan },
         { header: 'daily quota', value: (t) => t.api_requests_daily }, { header: 'created', value: (t) => t.created_at },
-      ])}\npage ${page.pagination.page} of ${page.pagination.total_pages} (${page.pagination.total_items} tenants)`);
+      ], config.width)}\npage ${page.pagination.page} of ${page.pagination.total_pages} (${page.pagination.total_items} tenants)`);
     }));
   tenants.command('create').description('create a tenant')
     .requiredOption('--name <name>', 'tenant name')
     .requiredOption('--plan <plan>', `plan: ${PLANS}`)
     .action(run(async (config, opts: { name: string; plan: string }) => {
       const tenant = await admin(config).call<Tenant>('POST', '/tenants', { body: { name: opts.name, plan: opts.plan } });
-      emit(config.json, tenant, () => renderRecord({ ...tenant }));
+      emit(config.json, tenant, () => renderRecord({ ...tenant }, config.width));
     }));
   tenants.command('show').description('show a tenant').argument('<tenant-id>')
     .action(run(async (config, _opts, id: string) => {
       const tenant = await admin(config).call<Tenant>('GET', `/tenants/${encodeURIComponent(id)}`);
-      emit(config.json, tenant, () => renderRecord({ ...tenant }));
+      emit(config.json, tenant, () => renderRecord({ ...tenant }, config.width));
     }));
   tenants.command('update').description('change a tenant\'s name, plan or daily request quota').argument('<tenant-id>')
     .option('--name <name>', 'new name')
@@ -46,7 +46,7 @@ export function registerAdminCommands(program: Command, run: Runner): void {
       const tenant = await admin(config).call<Tenant>('PATCH', `/tenants/${encodeURIComponent(id)}`, {
         body: { name: opts.name, plan: opts.plan, api_requests_daily: opts.dailyQuota },
       });
-      emit(config.json, tenant, () => renderRecord({ ...tenant }));
+      emit(config.json, tenant, () => renderRecord({ ...tenant }, config.width));
     }));
   tenants.command('delete').description('delete a tenant (its keys stop working)').argument('<tenant-id>')
     .action(run(async (config, _opts, id: string) => {
@@ -66,16 +66,18 @@ export function registerAdminCommands(program: Command, run: Runner): void {
       const key = await admin(config).call<ApiKey>('POST', `/tenants/${encodeURIComponent(tenantId)}/api-keys`, {
         body: { name: opts.name, scopes: opts.scopes, preset: opts.preset, mode: opts.mode, expires_at: opts.expiresAt, ip_allowlist: opts.ipAllowlist },
       });
-      emit(config.json, key, () => `${renderRecord({ ...key })}\nKeep the key now: it is not shown again.`);
+      // The secret on a line of its own, never cut to the width: it is shown only here.
+      const { key: secret, ...shown } = key;
+      emit(config.json, key, () => `${renderRecord(shown, config.width)}\nkey: ${secret}\nKeep the key now: it is not shown again.`);
     }));
   keys.command('list').description('list a tenant\'s API keys (without secrets)').argument('<tenant-id>')
     .action(run(async (config, _opts, tenantId: string) => {
       const page = await admin(config).call<{ data: ApiKey[] }>('GET', `/tenants/${encodeURIComponent(tenantId)}/api-keys`);
       emit(config.json, page, () => renderTable(page.data, [
-        { header: 'id', value: (k) => k.id }, { header: 'name', value: (k) => k.name }, { header: 'prefix', value: (k) => k.prefix },
+        { header: 'id', value: (k) => k.id, minWidth: UUID_WIDTH }, { header: 'name', value: (k) => k.name }, { header: 'prefix', value: (k) => k.prefix },
         { header: 'mode', value: (k) => k.mode }, { header: 'scopes', value: (k) => k.scopes }, { header: 'expires', value: (k) => k.expires_at },
         { header: 'created', value: (k) => k.created_at },
-      ]));
+      ], config.width));
     }));
   keys.command('revoke').description('revoke an API key at once').argument('<tenant-id>').argument('<key-id>')
     .action(run(async (config, _opts, tenantId: string, keyId: string) => {
@@ -84,7 +86,6 @@ export function registerAdminCommands(program: Command, run: Runner): void {
     }));
 
   const account = program.command('business-account').description('a tenant\'s WhatsApp business account (operator API)');
-  const accountRecord = (a: Record<string, unknown>) => renderRecord(a);
   account.command('connect').description('connect (or replace) the business account').argument('<tenant-id>')
     .requiredOption('--waba-id <id>', 'WhatsApp Business Account id')
     .requiredOption('--phone-number-id <id>', 'phone-number id')
@@ -99,12 +100,12 @@ export function registerAdminCommands(program: Command, run: Runner): void {
           messages_per_second: opts.messagesPerSecond, messaging_tier: opts.messagingTier,
         },
       });
-      emit(config.json, result, () => accountRecord(result));
+      emit(config.json, result, () => renderRecord(result, config.width));
     }));
   account.command('disconnect').description('disconnect the business account').argument('<tenant-id>')
     .action(run(async (config, _opts, tenantId: string) => {
       const result = await admin(config).call<Record<string, unknown>>('DELETE', `/tenants/${encodeURIComponent(tenantId)}/business-account`);
-      emit(config.json, result, () => accountRecord(result));
+      emit(config.json, result, () => renderRecord(result, config.width));
     }));
 
   program.command('scopes').description('the scope vocabulary and presets for API keys')
@@ -112,6 +113,6 @@ export function registerAdminCommands(program: Command, run: Runner): void {
       const vocabulary = await admin(config).call<{ scopes: string[]; wildcard: string; presets: { name: string; scopes: string[] }[] }>('GET', '/scopes');
       emit(config.json, vocabulary, () => `scopes: ${vocabulary.scopes.join(', ')}\nwildcard: ${vocabulary.wildcard}\n${renderTable(vocabulary.presets, [
         { header: 'preset', value: (p) => p.name }, { header: 'scopes', value: (p) => p.scopes },
-      ])}`);
+      ], config.width)}`);
     }));
 }

@@ -1,10 +1,10 @@
 import { statSync } from 'node:fs';
 import { Option, type Command } from 'commander';
-import cliProgress from 'cli-progress';
 import { requireApiKey } from '../config.ts';
 import { CliError, EXIT } from '../exit-codes.ts';
 import { Api, PUBLIC_PREFIX } from '../http.ts';
 import { importContacts, MAX_BATCH } from '../import/importer.ts';
+import { ImportProgressView } from '../import/progress-view.ts';
 import { emit, renderRecord } from '../output.ts';
 import { integerAtLeast, positiveInt, type Runner } from './shared.ts';
 
@@ -26,7 +26,7 @@ export function registerContactCommands(program: Command, run: Runner): void {
     .option('--refused-file <file>', 'CSV of the refused rows with their error (default: <file>.refused.csv)')
     .option('--state-file <file>', 'resume state (default: <file>.import-state.json)')
     .option('--restart', 'forget an earlier import of this file and start from the first row')
-    .option('--no-progress', 'no progress bar')
+    .option('--no-progress', 'no progress bar (a wait for the rate limit is still told, one line each)')
     .action(run(async (config, opts: ImportFlags, file: string) => {
       const api = new Api(config.url, PUBLIC_PREFIX, requireApiKey(config));
       let size: number;
@@ -45,26 +45,17 @@ export function registerContactCommands(program: Command, run: Runner): void {
       };
       process.on('SIGINT', onSigint);
       process.on('SIGTERM', onSigint);
-      const bar = opts.progress && !config.json && process.stderr.isTTY
-        ? new cliProgress.SingleBar({
-          stream: process.stderr, etaBuffer: 50, fps: 5,
-          format: ' {bar} {percentage}% | {rows} rows | {rate} rows/s | ETA {eta_formatted} | created {created} refused {refused}',
-        }, cliProgress.Presets.shades_classic)
-        : undefined;
-      const startedAt = Date.now();
-      bar?.start(size, 0, { rows: 0, rate: 0, created: 0, refused: 0 });
+      const view = new ImportProgressView(size, config.json ? 'json' : opts.progress && process.stderr.isTTY ? 'bar' : 'lines');
+      api.onRateLimitWait = (wait) => view.rateLimitWait(wait);
       try {
         const summary = await importContacts({
           file, api, map: opts.map, tagSeparator: opts.tagSeparator, delimiter: opts.delimiter, source: opts.source,
           batchSize: Math.min(opts.batchSize, MAX_BATCH), concurrency: opts.concurrency,
           refusedFile: opts.refusedFile ?? `${file}.refused.csv`, stateFile: opts.stateFile ?? `${file}.import-state.json`,
           restart: Boolean(opts.restart), signal: abort.signal,
-          onProgress: bar && ((p) => {
-            const seconds = (Date.now() - startedAt) / 1000;
-            bar.update(p.bytes, { rows: p.rows, created: p.created, refused: p.refused, rate: seconds > 0 ? Math.round(p.rowsThisRun / seconds) : 0 });
-          }),
+          onProgress: (p) => view.update(p),
         });
-        bar?.stop();
+        view.stop();
         emit(config.json, summary, () => renderRecord({
           file: summary.file,
           status: summary.completed ? 'complete' : 'interrupted: run the same command again to resume',
@@ -72,10 +63,10 @@ export function registerContactCommands(program: Command, run: Runner): void {
           'this run': `${summary.rows_this_run} rows in ${(summary.elapsed_ms / 1000).toFixed(1)} s (${summary.rows_per_second} rows/s)`,
           ...(summary.resumed_from_row > 0 ? { 'resumed after row': summary.resumed_from_row, 'batches answered from before': summary.replayed_batches } : {}),
           ...(summary.refused_file ? { 'refused rows': summary.refused_file } : {}),
-        }));
+        }, config.width));
         process.exitCode = summary.interrupted ? EXIT.INTERRUPTED : summary.refused > 0 ? EXIT.ROWS_REFUSED : EXIT.OK;
       } finally {
-        bar?.stop();
+        view.stop();
         process.off('SIGINT', onSigint);
         process.off('SIGTERM', onSigint);
         await api.close();

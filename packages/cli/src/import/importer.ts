@@ -33,6 +33,8 @@ export interface ImportProgress {
   /** Rows confirmed by this run (a resumed import started with the earlier runs' rows). */
   rowsThisRun: number;
   bytes: number;
+  /** Bytes confirmed by this run. */
+  bytesThisRun: number;
   totalBytes: number;
   created: number;
   refused: number;
@@ -95,6 +97,7 @@ export async function importContacts(options: ImportOptions): Promise<ImportSumm
     saveState(options.stateFile, state);
   }
   const resumedFromRow = state.confirmed_rows;
+  const resumedFromBytes = state.confirmed_bytes;
   const summary = (interrupted: boolean): ImportSummary => {
     const elapsedMs = Math.round(performance.now() - started);
     const rowsThisRun = state.confirmed_rows - resumedFromRow;
@@ -132,7 +135,7 @@ export async function importContacts(options: ImportOptions): Promise<ImportSumm
   let fatal: Error | undefined;
   let rowsRead = 0;
 
-  const progress = () => options.onProgress?.({ rows: current.confirmed_rows, rowsThisRun: current.confirmed_rows - resumedFromRow, bytes: current.confirmed_bytes, totalBytes: file.size, created: current.created, refused: current.refused });
+  const progress = () => options.onProgress?.({ rows: current.confirmed_rows, rowsThisRun: current.confirmed_rows - resumedFromRow, bytes: current.confirmed_bytes, bytesThisRun: current.confirmed_bytes - resumedFromBytes, totalBytes: file.size, created: current.created, refused: current.refused });
   const writeRefused = (rows: { row: PendingRow; error: string }[]) => {
     if (rows.length === 0) return;
     const lines = (current.refused_file_bytes === 0 ? stringify([['row', 'line', 'error', ...headers]]) : '')
