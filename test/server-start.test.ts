@@ -114,6 +114,15 @@ describe('a start with a wrong DATABASE_URL or REDIS_URL (separate processes)', 
     }));
   });
 
+  it('a signal while an unreachable database is awaited stops the process gracefully (exit 0), without waiting out DATABASE_START_TIMEOUT_MS', { timeout: 60_000 }, async () => {
+    const closedPort = await freePort();
+    const server = await start({ DATABASE_URL: databaseUrl((u) => { u.host = `127.0.0.1:${closedPort}`; }), DATABASE_START_TIMEOUT_MS: '600000' });
+    await server.waitForOutput(/"msg":"database at [^ ]+ unreachable \(connection refused\)/, 45_000);
+    server.child.kill('SIGTERM');
+    expect(await server.exited, server.output()).toEqual({ code: 0, signal: null });
+    expect(server.stderr()).toBe('');
+  });
+
   itOnPostgresServer('a PostgreSQL server that refuses the role or the database')('an unknown database and a failed authentication stop at once with one line naming DATABASE_URL, without retrying', { timeout: 60_000 }, async () => {
     const server = new URL(process.env.DATABASE_URL!);
     const target = `${server.hostname.replace(/\./g, '\\.')}:${server.port || 5432}`;
