@@ -14,6 +14,11 @@ export interface Config {
   databaseUrl: string | undefined;
   /** How long a request waits for a database connection (a new one, or a free pool slot) before failing with a retryable 503. */
   databaseConnectTimeoutMs: number;
+  /**
+   * How long a start waits for a database that cannot be reached (down, restarting, failing over)
+   * before it gives up; a failure a retry cannot fix (authentication, unknown database) stops at once.
+   */
+  databaseStartTimeoutMs: number;
   dataDir: string;
   redisUrl: string | undefined;
   adminToken: string;
@@ -118,6 +123,48 @@ function intList(env: Env, name: string, fallback: number[]): number[] {
   return values;
 }
 
+const DATABASE_URL_EXAMPLE = 'postgres://user:password@host:5432/database';
+const REDIS_URL_EXAMPLE = 'redis://host:6379 or rediss://:password@host:6380/0';
+// Neither message quotes the URL: it may hold a password.
+const UNPARSABLE = 'it does not parse as a URL (check that the port is a number and that special characters in the user or password are percent-encoded)';
+
+/** The scheme of `raw` when it starts like a URL (`scheme://`), lower-cased; null otherwise. */
+function urlScheme(raw: string): string | null {
+  return /^([a-z][a-z0-9+.-]*):\/\//i.exec(raw)?.[1].toLowerCase() ?? null;
+}
+
+/**
+ * pg takes a DATABASE_URL it cannot parse as a URL relative to "postgres://base" (`localhost/db`
+ * becomes a connection to a host named "base"), so a malformed one fails here, at once, instead
+ * of as a connection error after the start's retries.
+ */
+function checkDatabaseUrl(raw: string | undefined): string | undefined {
+  if (raw === undefined || raw.startsWith('/')) return raw; // pg's unix-socket form: "/var/run/postgresql dbname"
+  const scheme = urlScheme(raw);
+  if (!scheme) throw new ConfigError(`DATABASE_URL is malformed: it is not a URL (expected ${DATABASE_URL_EXAMPLE})`);
+  if (!['postgres', 'postgresql', 'socket'].includes(scheme)) throw new ConfigError(`DATABASE_URL is malformed: the scheme must be postgres:// or postgresql://, got ${scheme}:// (expected ${DATABASE_URL_EXAMPLE})`);
+  // As pg reads it: spaces and stray percent signs encoded, and "user@/db" meaning the default host.
+  const encoded = / |%[^a-f0-9]|%[a-f0-9][^a-f0-9]/i.test(raw) ? encodeURI(raw).replace(/%25(\d\d)/g, '%$1') : raw;
+  if (!URL.canParse(encoded) && !URL.canParse(encoded.replace('@/', '@host/'))) throw new ConfigError(`DATABASE_URL is malformed: ${UNPARSABLE}`);
+  return raw;
+}
+
+/**
+ * ioredis takes what is not a redis:// or rediss:// URL for a host name or a unix socket
+ * (`rediss:/oops` is the socket /oops), and a Redis it cannot reach only turns rate limiting off:
+ * a malformed REDIS_URL would go unnoticed, so it fails the start here.
+ */
+function checkRedisUrl(raw: string | undefined): string | undefined {
+  if (raw === undefined) return raw;
+  const scheme = urlScheme(raw);
+  if (scheme !== 'redis' && scheme !== 'rediss') throw new ConfigError(`REDIS_URL is malformed: the scheme must be redis:// or rediss://${scheme ? `, got ${scheme}://` : ''} (expected ${REDIS_URL_EXAMPLE})`);
+  if (!URL.canParse(raw)) throw new ConfigError(`REDIS_URL is malformed: ${UNPARSABLE}`);
+  const url = new URL(raw);
+  if (!url.hostname) throw new ConfigError(`REDIS_URL is malformed: a host is required (expected ${REDIS_URL_EXAMPLE})`);
+  if (!/^\/?\d*$/.test(url.pathname)) throw new ConfigError(`REDIS_URL is malformed: the path must be a database number such as /0, got ${url.pathname}`);
+  return raw;
+}
+
 export function parseSecretsKey(raw: string): Buffer {
   const trimmed = raw.trim();
   const key = /^[0-9a-fA-F]{64}$/.test(trimmed) ? Buffer.from(trimmed, 'hex') : Buffer.from(trimmed, 'base64');
@@ -214,10 +261,11 @@ export function loadConfig(env: Env = process.env): Config {
     host: env.HOST || (env.DATABASE_URL ? '0.0.0.0' : '127.0.0.1'),
     role,
     metricsPort: env.METRICS_PORT ? int(env, 'METRICS_PORT', 0) : undefined,
-    databaseUrl: env.DATABASE_URL || undefined,
+    databaseUrl: checkDatabaseUrl(env.DATABASE_URL || undefined),
     databaseConnectTimeoutMs: int(env, 'DATABASE_CONNECT_TIMEOUT_MS', 5000),
+    databaseStartTimeoutMs: int(env, 'DATABASE_START_TIMEOUT_MS', 30_000),
     dataDir,
-    redisUrl: env.REDIS_URL || undefined,
+    redisUrl: checkRedisUrl(env.REDIS_URL || undefined),
     adminToken: env.ADMIN_TOKEN || devSecret(dataDir, 'ADMIN_TOKEN', () => `adm_${randomBytes(24).toString('hex')}`),
     secretsKey: parseSecretsKey(env.SECRETS_KEY || devSecret(dataDir, 'SECRETS_KEY', hex(32))),
     upstreamBaseUrl: env.UPSTREAM_BASE_URL || undefined,

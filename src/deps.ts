@@ -78,8 +78,13 @@ export function upstreamBaseUrlFor(config: Config, options: DepsOptions = {}): s
  * reconnection in the background, and a 50 ms deadline on the request path. That deadline is
  * enforced by the caller (withDeadline in rate-limit.ts), which does not mistake a busy event loop
  * for a slow Redis; ioredis's own commandTimeout fires in that case, so it is only a backstop here.
+ *
+ * `firstConnection` waits (bounded by firstConnectionMs) for the first connection, so a freshly
+ * started process counts its first requests instead of serving them uncounted while Redis is still
+ * connecting. It never fails: a Redis that is unavailable at start is handled like one that goes
+ * down later (fail-open), told in one warning line naming REDIS_URL.
  */
-export async function connectRedis(url: string, logger: Logger): Promise<Redis> {
+export async function connectRedis(url: string, logger: Logger, firstConnectionMs = 500): Promise<{ redis: Redis; firstConnection: Promise<void> }> {
   // Loaded only here: without REDIS_URL the client is never needed (a shorter cold start).
   const { Redis } = await import('ioredis');
   const redis = new Redis(url, {
@@ -91,25 +96,30 @@ export async function connectRedis(url: string, logger: Logger): Promise<Redis> 
     enableAutoPipelining: true,
     retryStrategy: (times) => Math.min(times * 100, 1000),
   });
+  let starting = true;
+  let lastError = '';
   let lastLogged = 0;
   redis.on('error', (err) => {
-    if (Date.now() - lastLogged > 10_000) {
-      lastLogged = Date.now();
-      logger.warn({ err: err.message }, 'redis unavailable; rate limiting is suspended until it returns');
-    }
+    lastError = err.message;
+    // Errors of the start are told once, below, when the wait for the first connection ends.
+    if (starting || Date.now() - lastLogged <= 10_000) return;
+    lastLogged = Date.now();
+    logger.warn({ err: err.message }, 'redis unavailable; rate limiting is suspended until it returns');
   });
-  return redis;
+  const firstConnection = readyWithin(redis, firstConnectionMs).then((ready) => {
+    starting = false;
+    if (ready) return;
+    lastLogged = Date.now();
+    const reason = lastError || `no connection within ${firstConnectionMs} ms`;
+    logger.warn(`REDIS_URL: Redis at ${redis.options.host}:${redis.options.port} is unavailable (${reason}); starting without it: rate limiting is suspended until it connects`);
+  });
+  return { redis, firstConnection };
 }
 
-/**
- * Waits (bounded) for the first connection, so a freshly started process counts its first requests
- * instead of serving them uncounted while Redis is still connecting. Never fails: a Redis that is
- * down at start is handled like one that goes down later.
- */
-function firstConnection(redis: Redis, timeoutMs: number): Promise<void> {
-  if (redis.status === 'ready') return Promise.resolve();
+function readyWithin(redis: Redis, timeoutMs: number): Promise<boolean> {
+  if (redis.status === 'ready') return Promise.resolve(true);
   return new Promise((resolve) => {
-    const done = () => { clearTimeout(timer); redis.off('ready', done); resolve(); };
+    const done = () => { clearTimeout(timer); redis.off('ready', done); resolve(redis.status === 'ready'); };
     const timer = setTimeout(done, timeoutMs);
     redis.once('ready', done);
   });
@@ -118,7 +128,8 @@ function firstConnection(redis: Redis, timeoutMs: number): Promise<void> {
 export async function createDeps(config: Config, logger: Logger = createLogger(config.logLevel), options: DepsOptions = {}): Promise<Deps> {
   const database = await (options.database ?? openDatabase(config));
   const db = database.db;
-  const redis = config.redisUrl ? await connectRedis(config.redisUrl, logger) : null;
+  const connected = config.redisUrl ? await connectRedis(config.redisUrl, logger) : null;
+  const redis = connected?.redis ?? null;
   const metrics = new Metrics({ role: config.role });
   metrics.watchWebhookBacklog(() => readWithin(db, SCRAPE_READ_MS, webhookBacklog));
   metrics.watchCampaignQueue(() => readWithin(db, SCRAPE_READ_MS, campaignQueueDepth));
@@ -134,7 +145,7 @@ export async function createDeps(config: Config, logger: Logger = createLogger(c
     onAttempt: (result, seconds) => metrics.webhookAttempts.observe({ result }, seconds),
   });
   const authenticator = new ApiKeyAuthenticator(db, Math.min(config.authCacheMs, 1000));
-  if (redis) await firstConnection(redis, 500);
+  await connected?.firstConnection;
   const templateSync = new TemplateStatusSync(db, upstream, config.secretsKey, { intervalMs: config.templatePollIntervalMs, batch: config.templatePollBatch }, logger);
   const pacer = new SendPacer(redis, { horizonMs: config.pacingHorizonMs, recoveryMs: config.pacingRecoveryMs });
   const callbacks = new CallbacksService(db, templateSync, logger);

@@ -28,8 +28,8 @@ try {
 // rest of the modules load (they are imported below, not above, for that reason).
 const database = openDatabase(config);
 database.catch(() => {}); // awaited (and so reported) by createDeps below
-const [{ buildApp }, { migrate }, { createDeps }, { createLogger }, { createSandbox }, { demoBanner, findDemoTenant, locationsBanner, restartBanner, seedDemoTenant }, { startWorkers }] = await Promise.all([
-  import('./app.ts'), import('./db/migrate.ts'), import('./deps.ts'), import('./logger.ts'), import('./sandbox/sandbox.ts'), import('./seed.ts'), import('./worker.ts'),
+const [{ buildApp }, { migrate }, { afterFirstConnection, DatabaseStartError }, { createDeps }, { createLogger }, { createSandbox }, { demoBanner, findDemoTenant, locationsBanner, restartBanner, seedDemoTenant }, { startWorkers }] = await Promise.all([
+  import('./app.ts'), import('./db/migrate.ts'), import('./db/first-connection.ts'), import('./deps.ts'), import('./logger.ts'), import('./sandbox/sandbox.ts'), import('./seed.ts'), import('./worker.ts'),
 ]);
 const logger = createLogger(config.logLevel);
 // No real upstream configured: the built-in sandbox stands in, in this process. A worker-only
@@ -46,8 +46,13 @@ const sandbox: Sandbox | null = config.upstreamBaseUrl || config.role === 'worke
 const deps = await createDeps(config, logger, { upstreamBaseUrl: sandbox?.baseUrl, database });
 const log = deps.logger;
 // The embedded database is still starting in its thread: the app is built meanwhile, and the
-// migrations (a check of the applied list, once migrated) run as soon as it is open.
-const migrated = migrate(deps.database, (msg) => log.info(msg));
+// migrations (a check of the applied list, once migrated) run as soon as it is open. A database
+// server is first waited for (DATABASE_START_TIMEOUT_MS) if it cannot be reached yet.
+const migrated = afterFirstConnection(deps.database, {
+  url: config.databaseUrl ?? '',
+  timeoutMs: config.databaseStartTimeoutMs,
+  onWaiting: (msg) => log.warn(msg),
+}, () => migrate(deps.database, (msg) => log.info(msg)));
 migrated.catch(() => {}); // awaited (and so reported) below
 
 // Installed before the listener opens: a signal that comes as soon as /healthz answers (while the
@@ -60,7 +65,18 @@ process.on('SIGTERM', () => void shutdown('SIGTERM'));
 process.on('SIGINT', () => void shutdown('SIGINT'));
 
 app = config.role === 'worker' ? null : await buildApp(deps);
-await migrated;
+try {
+  await migrated;
+} catch (err) {
+  // A signal while the database was awaited: shutdown() closed it and ends the process.
+  if (shuttingDown) await new Promise(() => {});
+  if (!(err instanceof DatabaseStartError)) throw err;
+  // One line naming DATABASE_URL, as for a port that cannot be bound.
+  console.error(err.message);
+  await sandbox?.close();
+  await deps.close();
+  process.exit(1);
+}
 if (app) {
   try {
     await app.listen({ port: config.port, host: config.host });

@@ -15,6 +15,8 @@ export function freePort(): Promise<number> {
 export interface ServerProcess {
   child: ChildProcess;
   output(): string;
+  /** What the process wrote to stderr alone (the human lines; stdout carries the JSON log). */
+  stderr(): string;
   exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
   waitForOutput(pattern: RegExp, timeoutMs?: number): Promise<RegExpMatchArray>;
 }
@@ -30,12 +32,14 @@ export function startServer(env: Record<string, string>): ServerProcess {
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let out = '';
+  let err = '';
   child.stdout!.on('data', (chunk) => { out += chunk; });
-  child.stderr!.on('data', (chunk) => { out += chunk; });
+  child.stderr!.on('data', (chunk) => { out += chunk; err += chunk; });
   const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => child.once('exit', (code, signal) => resolve({ code, signal })));
   return {
     child,
     output: () => out,
+    stderr: () => err,
     exited,
     async waitForOutput(pattern, timeoutMs = 30_000) {
       const deadline = Date.now() + timeoutMs;
