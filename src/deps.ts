@@ -3,6 +3,7 @@ import type { Redis } from 'ioredis';
 import type { Logger } from 'pino';
 import type { Config } from './config.ts';
 import { openDatabase, type Database, type Db } from './db/database.ts';
+import { startProcessLiveness, type ProcessLiveness } from './db/process-liveness.ts';
 import { ApiKeyAuthenticator } from './http/auth.ts';
 import { IdempotencyStore } from './http/idempotency.ts';
 import { MemoryRateCounter, RedisRateCounter, type RateCounter } from './http/rate-limit.ts';
@@ -35,6 +36,8 @@ export interface Deps {
   metrics: Metrics;
   database: Database;
   db: Db;
+  /** This process's id and whether other processes are still alive (Idempotency-Key takeover). */
+  liveness: ProcessLiveness;
   redis: Redis | null;
   rateCounter: RateCounter;
   authenticator: ApiKeyAuthenticator;
@@ -116,6 +119,7 @@ function firstConnection(redis: Redis, timeoutMs: number): Promise<void> {
 export async function createDeps(config: Config, logger: Logger = createLogger(config.logLevel), options: DepsOptions = {}): Promise<Deps> {
   const database = await (options.database ?? openDatabase(config));
   const db = database.db;
+  const liveness = await startProcessLiveness({ databaseUrl: config.databaseUrl, db, logger });
   const redis = config.redisUrl ? await connectRedis(config.redisUrl, logger) : null;
   const metrics = new Metrics();
   metrics.watchWebhookBacklog(() => webhookBacklog(db));
@@ -149,10 +153,11 @@ export async function createDeps(config: Config, logger: Logger = createLogger(c
     metrics,
     database,
     db,
+    liveness,
     redis,
     rateCounter: redis ? new RedisRateCounter(redis) : new MemoryRateCounter(),
     authenticator,
-    idempotency: new IdempotencyStore(db, config.idempotencyTtlMs, config.idempotencyLockMs, config.secretsKey),
+    idempotency: new IdempotencyStore(db, liveness, config.idempotencyTtlMs, config.idempotencyLockMs, config.secretsKey),
     admin: new AdminService(db, config.secretsKey, () => authenticator.forgetAll()),
     contacts: new ContactsService(db),
     upstream,
@@ -171,6 +176,7 @@ export async function createDeps(config: Config, logger: Logger = createLogger(c
       redis?.disconnect();
       await webhookSender.close();
       await upstream.close();
+      await liveness.close();
       await database.close();
     },
   };
