@@ -2575,7 +2575,7 @@ export interface components {
         };
     };
     parameters: {
-        /** @description Makes the request safe to retry: a repeat within 24 h gets the first response again (with Idempotent-Replayed: true); the same key with a different request is 409. A UUID v4 is recommended. */
+        /** @description Makes the request safe to retry: a repeat within 24 h gets the first response again (with Idempotent-Replayed: true); the same key with a different request is 409; a repeat while the first request is still running is 409 with Retry-After (retry then to get its answer). A UUID v4 is recommended. */
         IdempotencyKey: string;
         /** @description The event type. */
         XServiceEvent: components["schemas"]["EventType"];
@@ -2737,7 +2737,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description Makes the request safe to retry: a repeat within 24 h gets the first response again (with Idempotent-Replayed: true); the same key with a different request is 409. A UUID v4 is recommended. */
+                /** @description Makes the request safe to retry: a repeat within 24 h gets the first response again (with Idempotent-Replayed: true); the same key with a different request is 409; a repeat while the first request is still running is 409 with Retry-After (retry then to get its answer). A UUID v4 is recommended. */
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path?: never;
@@ -2824,7 +2824,7 @@ export interface operations {
                 };
             };
             408: components["responses"]["RequestTimeout"];
-            /** @description Conflict with the current state, or an Idempotency-Key reused for another request. */
+            /** @description Conflict with the current state, or an Idempotency-Key reused for another request or whose first request is still running (then with Retry-After). */
             409: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
@@ -2833,6 +2833,7 @@ export interface operations {
                     "X-RateLimit-Limit-Day": components["headers"]["X-RateLimit-Limit-Day"];
                     "X-RateLimit-Remaining-Day": components["headers"]["X-RateLimit-Remaining-Day"];
                     "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -3084,7 +3085,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description Makes the request safe to retry: a repeat within 24 h gets the first response again (with Idempotent-Replayed: true); the same key with a different request is 409. A UUID v4 is recommended. */
+                /** @description Makes the request safe to retry: a repeat within 24 h gets the first response again (with Idempotent-Replayed: true); the same key with a different request is 409; a repeat while the first request is still running is 409 with Retry-After (retry then to get its answer). A UUID v4 is recommended. */
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path?: never;
@@ -3170,7 +3171,7 @@ export interface operations {
                 };
             };
             408: components["responses"]["RequestTimeout"];
-            /** @description Conflict with the current state, or an Idempotency-Key reused for another request. */
+            /** @description Conflict with the current state, or an Idempotency-Key reused for another request or whose first request is still running (then with Retry-After). */
             409: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
@@ -3179,6 +3180,7 @@ export interface operations {
                     "X-RateLimit-Limit-Day": components["headers"]["X-RateLimit-Limit-Day"];
                     "X-RateLimit-Remaining-Day": components["headers"]["X-RateLimit-Remaining-Day"];
                     "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -3625,7 +3627,7 @@ export interface operations {
                 };
             };
             408: components["responses"]["RequestTimeout"];
-            /** @description Conflict with the current state, or an Idempotency-Key reused for another request. */
+            /** @description Conflict with the current state, or an Idempotency-Key reused for another request or whose first request is still running (then with Retry-After). */
             409: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
@@ -3861,7 +3863,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description Makes the request safe to retry: a repeat within 24 h gets the first response again (with Idempotent-Replayed: true); the same key with a different request is 409. A UUID v4 is recommended. */
+                /** @description Makes the request safe to retry: a repeat within 24 h gets the first response again (with Idempotent-Replayed: true); the same key with a different request is 409; a repeat while the first request is still running is 409 with Retry-After (retry then to get its answer). A UUID v4 is recommended. */
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path: {
@@ -3952,7 +3954,7 @@ export interface operations {
                 };
             };
             408: components["responses"]["RequestTimeout"];
-            /** @description Conflict with the current state, or an Idempotency-Key reused for another request. */
+            /** @description Conflict with the current state, or an Idempotency-Key reused for another request or whose first request is still running (then with Retry-After). */
             409: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
@@ -3961,6 +3963,7 @@ export interface operations {
                     "X-RateLimit-Limit-Day": components["headers"]["X-RateLimit-Limit-Day"];
                     "X-RateLimit-Remaining-Day": components["headers"]["X-RateLimit-Remaining-Day"];
                     "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4188,7 +4191,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description Makes the request safe to retry: a repeat within 24 h gets the first response again (with Idempotent-Replayed: true); the same key with a different request is 409. A UUID v4 is recommended. */
+                /** @description Makes the request safe to retry: a repeat within 24 h gets the first response again (with Idempotent-Replayed: true); the same key with a different request is 409; a repeat while the first request is still running is 409 with Retry-After (retry then to get its answer). A UUID v4 is recommended. */
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path: {
@@ -4281,7 +4284,7 @@ export interface operations {
                 };
             };
             408: components["responses"]["RequestTimeout"];
-            /** @description Conflict with the current state, or an Idempotency-Key reused for another request. */
+            /** @description Conflict with the current state, or an Idempotency-Key reused for another request or whose first request is still running (then with Retry-After). */
             409: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
@@ -4290,6 +4293,7 @@ export interface operations {
                     "X-RateLimit-Limit-Day": components["headers"]["X-RateLimit-Limit-Day"];
                     "X-RateLimit-Remaining-Day": components["headers"]["X-RateLimit-Remaining-Day"];
                     "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4942,7 +4946,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description Makes the request safe to retry: a repeat within 24 h gets the first response again (with Idempotent-Replayed: true); the same key with a different request is 409. A UUID v4 is recommended. */
+                /** @description Makes the request safe to retry: a repeat within 24 h gets the first response again (with Idempotent-Replayed: true); the same key with a different request is 409; a repeat while the first request is still running is 409 with Retry-After (retry then to get its answer). A UUID v4 is recommended. */
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path?: never;
@@ -5051,7 +5055,7 @@ export interface operations {
                 };
             };
             408: components["responses"]["RequestTimeout"];
-            /** @description Conflict with the current state, or an Idempotency-Key reused for another request. */
+            /** @description Conflict with the current state, or an Idempotency-Key reused for another request or whose first request is still running (then with Retry-After). */
             409: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
@@ -5060,6 +5064,7 @@ export interface operations {
                     "X-RateLimit-Limit-Day": components["headers"]["X-RateLimit-Limit-Day"];
                     "X-RateLimit-Remaining-Day": components["headers"]["X-RateLimit-Remaining-Day"];
                     "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5282,7 +5287,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description Makes the request safe to retry: a repeat within 24 h gets the first response again (with Idempotent-Replayed: true); the same key with a different request is 409. A UUID v4 is recommended. */
+                /** @description Makes the request safe to retry: a repeat within 24 h gets the first response again (with Idempotent-Replayed: true); the same key with a different request is 409; a repeat while the first request is still running is 409 with Retry-After (retry then to get its answer). A UUID v4 is recommended. */
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path: {
@@ -5364,7 +5369,7 @@ export interface operations {
                 };
             };
             408: components["responses"]["RequestTimeout"];
-            /** @description Conflict with the current state, or an Idempotency-Key reused for another request. */
+            /** @description Conflict with the current state, or an Idempotency-Key reused for another request or whose first request is still running (then with Retry-After). */
             409: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
@@ -5373,6 +5378,7 @@ export interface operations {
                     "X-RateLimit-Limit-Day": components["headers"]["X-RateLimit-Limit-Day"];
                     "X-RateLimit-Remaining-Day": components["headers"]["X-RateLimit-Remaining-Day"];
                     "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5463,7 +5469,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description Makes the request safe to retry: a repeat within 24 h gets the first response again (with Idempotent-Replayed: true); the same key with a different request is 409. A UUID v4 is recommended. */
+                /** @description Makes the request safe to retry: a repeat within 24 h gets the first response again (with Idempotent-Replayed: true); the same key with a different request is 409; a repeat while the first request is still running is 409 with Retry-After (retry then to get its answer). A UUID v4 is recommended. */
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path?: never;
@@ -5569,7 +5575,7 @@ export interface operations {
                 };
             };
             408: components["responses"]["RequestTimeout"];
-            /** @description Conflict with the current state, or an Idempotency-Key reused for another request. */
+            /** @description Conflict with the current state, or an Idempotency-Key reused for another request or whose first request is still running (then with Retry-After). */
             409: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
@@ -5578,6 +5584,7 @@ export interface operations {
                     "X-RateLimit-Limit-Day": components["headers"]["X-RateLimit-Limit-Day"];
                     "X-RateLimit-Remaining-Day": components["headers"]["X-RateLimit-Remaining-Day"];
                     "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6081,7 +6088,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description Makes the request safe to retry: a repeat within 24 h gets the first response again (with Idempotent-Replayed: true); the same key with a different request is 409. A UUID v4 is recommended. */
+                /** @description Makes the request safe to retry: a repeat within 24 h gets the first response again (with Idempotent-Replayed: true); the same key with a different request is 409; a repeat while the first request is still running is 409 with Retry-After (retry then to get its answer). A UUID v4 is recommended. */
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path?: never;
@@ -6150,7 +6157,7 @@ export interface operations {
                 };
             };
             408: components["responses"]["RequestTimeout"];
-            /** @description Conflict with the current state, or an Idempotency-Key reused for another request. */
+            /** @description Conflict with the current state, or an Idempotency-Key reused for another request or whose first request is still running (then with Retry-After). */
             409: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
@@ -6159,6 +6166,7 @@ export interface operations {
                     "X-RateLimit-Limit-Day": components["headers"]["X-RateLimit-Limit-Day"];
                     "X-RateLimit-Remaining-Day": components["headers"]["X-RateLimit-Remaining-Day"];
                     "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6628,7 +6636,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description Makes the request safe to retry: a repeat within 24 h gets the first response again (with Idempotent-Replayed: true); the same key with a different request is 409. A UUID v4 is recommended. */
+                /** @description Makes the request safe to retry: a repeat within 24 h gets the first response again (with Idempotent-Replayed: true); the same key with a different request is 409; a repeat while the first request is still running is 409 with Retry-After (retry then to get its answer). A UUID v4 is recommended. */
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path?: never;
@@ -6746,7 +6754,7 @@ export interface operations {
                 };
             };
             408: components["responses"]["RequestTimeout"];
-            /** @description Conflict with the current state, or an Idempotency-Key reused for another request. */
+            /** @description Conflict with the current state, or an Idempotency-Key reused for another request or whose first request is still running (then with Retry-After). */
             409: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
@@ -6755,6 +6763,7 @@ export interface operations {
                     "X-RateLimit-Limit-Day": components["headers"]["X-RateLimit-Limit-Day"];
                     "X-RateLimit-Remaining-Day": components["headers"]["X-RateLimit-Remaining-Day"];
                     "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7631,7 +7640,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description Makes the request safe to retry: a repeat within 24 h gets the first response again (with Idempotent-Replayed: true); the same key with a different request is 409. A UUID v4 is recommended. */
+                /** @description Makes the request safe to retry: a repeat within 24 h gets the first response again (with Idempotent-Replayed: true); the same key with a different request is 409; a repeat while the first request is still running is 409 with Retry-After (retry then to get its answer). A UUID v4 is recommended. */
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path: {
@@ -7713,7 +7722,7 @@ export interface operations {
                 };
             };
             408: components["responses"]["RequestTimeout"];
-            /** @description Conflict with the current state, or an Idempotency-Key reused for another request. */
+            /** @description Conflict with the current state, or an Idempotency-Key reused for another request or whose first request is still running (then with Retry-After). */
             409: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
@@ -7722,6 +7731,7 @@ export interface operations {
                     "X-RateLimit-Limit-Day": components["headers"]["X-RateLimit-Limit-Day"];
                     "X-RateLimit-Remaining-Day": components["headers"]["X-RateLimit-Remaining-Day"];
                     "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7782,7 +7792,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description Makes the request safe to retry: a repeat within 24 h gets the first response again (with Idempotent-Replayed: true); the same key with a different request is 409. A UUID v4 is recommended. */
+                /** @description Makes the request safe to retry: a repeat within 24 h gets the first response again (with Idempotent-Replayed: true); the same key with a different request is 409; a repeat while the first request is still running is 409 with Retry-After (retry then to get its answer). A UUID v4 is recommended. */
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path: {
@@ -7864,7 +7874,7 @@ export interface operations {
                 };
             };
             408: components["responses"]["RequestTimeout"];
-            /** @description Conflict with the current state, or an Idempotency-Key reused for another request. */
+            /** @description Conflict with the current state, or an Idempotency-Key reused for another request or whose first request is still running (then with Retry-After). */
             409: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
@@ -7873,6 +7883,7 @@ export interface operations {
                     "X-RateLimit-Limit-Day": components["headers"]["X-RateLimit-Limit-Day"];
                     "X-RateLimit-Remaining-Day": components["headers"]["X-RateLimit-Remaining-Day"];
                     "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7933,7 +7944,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description Makes the request safe to retry: a repeat within 24 h gets the first response again (with Idempotent-Replayed: true); the same key with a different request is 409. A UUID v4 is recommended. */
+                /** @description Makes the request safe to retry: a repeat within 24 h gets the first response again (with Idempotent-Replayed: true); the same key with a different request is 409; a repeat while the first request is still running is 409 with Retry-After (retry then to get its answer). A UUID v4 is recommended. */
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path: {
@@ -8015,7 +8026,7 @@ export interface operations {
                 };
             };
             408: components["responses"]["RequestTimeout"];
-            /** @description Conflict with the current state, or an Idempotency-Key reused for another request. */
+            /** @description Conflict with the current state, or an Idempotency-Key reused for another request or whose first request is still running (then with Retry-After). */
             409: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
@@ -8024,6 +8035,7 @@ export interface operations {
                     "X-RateLimit-Limit-Day": components["headers"]["X-RateLimit-Limit-Day"];
                     "X-RateLimit-Remaining-Day": components["headers"]["X-RateLimit-Remaining-Day"];
                     "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -8084,7 +8096,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description Makes the request safe to retry: a repeat within 24 h gets the first response again (with Idempotent-Replayed: true); the same key with a different request is 409. A UUID v4 is recommended. */
+                /** @description Makes the request safe to retry: a repeat within 24 h gets the first response again (with Idempotent-Replayed: true); the same key with a different request is 409; a repeat while the first request is still running is 409 with Retry-After (retry then to get its answer). A UUID v4 is recommended. */
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path: {
@@ -8166,7 +8178,7 @@ export interface operations {
                 };
             };
             408: components["responses"]["RequestTimeout"];
-            /** @description Conflict with the current state, or an Idempotency-Key reused for another request. */
+            /** @description Conflict with the current state, or an Idempotency-Key reused for another request or whose first request is still running (then with Retry-After). */
             409: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
@@ -8175,6 +8187,7 @@ export interface operations {
                     "X-RateLimit-Limit-Day": components["headers"]["X-RateLimit-Limit-Day"];
                     "X-RateLimit-Remaining-Day": components["headers"]["X-RateLimit-Remaining-Day"];
                     "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -8235,7 +8248,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description Makes the request safe to retry: a repeat within 24 h gets the first response again (with Idempotent-Replayed: true); the same key with a different request is 409. A UUID v4 is recommended. */
+                /** @description Makes the request safe to retry: a repeat within 24 h gets the first response again (with Idempotent-Replayed: true); the same key with a different request is 409; a repeat while the first request is still running is 409 with Retry-After (retry then to get its answer). A UUID v4 is recommended. */
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path: {
@@ -8326,7 +8339,7 @@ export interface operations {
                 };
             };
             408: components["responses"]["RequestTimeout"];
-            /** @description Conflict with the current state, or an Idempotency-Key reused for another request. */
+            /** @description Conflict with the current state, or an Idempotency-Key reused for another request or whose first request is still running (then with Retry-After). */
             409: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
@@ -8335,6 +8348,7 @@ export interface operations {
                     "X-RateLimit-Limit-Day": components["headers"]["X-RateLimit-Limit-Day"];
                     "X-RateLimit-Remaining-Day": components["headers"]["X-RateLimit-Remaining-Day"];
                     "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -8963,7 +8977,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description Makes the request safe to retry: a repeat within 24 h gets the first response again (with Idempotent-Replayed: true); the same key with a different request is 409. A UUID v4 is recommended. */
+                /** @description Makes the request safe to retry: a repeat within 24 h gets the first response again (with Idempotent-Replayed: true); the same key with a different request is 409; a repeat while the first request is still running is 409 with Retry-After (retry then to get its answer). A UUID v4 is recommended. */
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path: {
@@ -9057,7 +9071,7 @@ export interface operations {
                 };
             };
             408: components["responses"]["RequestTimeout"];
-            /** @description Conflict with the current state, or an Idempotency-Key reused for another request. */
+            /** @description Conflict with the current state, or an Idempotency-Key reused for another request or whose first request is still running (then with Retry-After). */
             409: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
@@ -9066,6 +9080,7 @@ export interface operations {
                     "X-RateLimit-Limit-Day": components["headers"]["X-RateLimit-Limit-Day"];
                     "X-RateLimit-Remaining-Day": components["headers"]["X-RateLimit-Remaining-Day"];
                     "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -9271,7 +9286,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description Makes the request safe to retry: a repeat within 24 h gets the first response again (with Idempotent-Replayed: true); the same key with a different request is 409. A UUID v4 is recommended. */
+                /** @description Makes the request safe to retry: a repeat within 24 h gets the first response again (with Idempotent-Replayed: true); the same key with a different request is 409; a repeat while the first request is still running is 409 with Retry-After (retry then to get its answer). A UUID v4 is recommended. */
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path?: never;
@@ -9351,7 +9366,7 @@ export interface operations {
                 };
             };
             408: components["responses"]["RequestTimeout"];
-            /** @description Conflict with the current state, or an Idempotency-Key reused for another request. */
+            /** @description Conflict with the current state, or an Idempotency-Key reused for another request or whose first request is still running (then with Retry-After). */
             409: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
@@ -9360,6 +9375,7 @@ export interface operations {
                     "X-RateLimit-Limit-Day": components["headers"]["X-RateLimit-Limit-Day"];
                     "X-RateLimit-Remaining-Day": components["headers"]["X-RateLimit-Remaining-Day"];
                     "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -10391,7 +10407,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description Makes the request safe to retry: a repeat within 24 h gets the first response again (with Idempotent-Replayed: true); the same key with a different request is 409. A UUID v4 is recommended. */
+                /** @description Makes the request safe to retry: a repeat within 24 h gets the first response again (with Idempotent-Replayed: true); the same key with a different request is 409; a repeat while the first request is still running is 409 with Retry-After (retry then to get its answer). A UUID v4 is recommended. */
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path: {
@@ -10473,7 +10489,7 @@ export interface operations {
                 };
             };
             408: components["responses"]["RequestTimeout"];
-            /** @description Conflict with the current state, or an Idempotency-Key reused for another request. */
+            /** @description Conflict with the current state, or an Idempotency-Key reused for another request or whose first request is still running (then with Retry-After). */
             409: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
@@ -10482,6 +10498,7 @@ export interface operations {
                     "X-RateLimit-Limit-Day": components["headers"]["X-RateLimit-Limit-Day"];
                     "X-RateLimit-Remaining-Day": components["headers"]["X-RateLimit-Remaining-Day"];
                     "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -10542,7 +10559,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description Makes the request safe to retry: a repeat within 24 h gets the first response again (with Idempotent-Replayed: true); the same key with a different request is 409. A UUID v4 is recommended. */
+                /** @description Makes the request safe to retry: a repeat within 24 h gets the first response again (with Idempotent-Replayed: true); the same key with a different request is 409; a repeat while the first request is still running is 409 with Retry-After (retry then to get its answer). A UUID v4 is recommended. */
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path: {
@@ -10634,7 +10651,7 @@ export interface operations {
                 };
             };
             408: components["responses"]["RequestTimeout"];
-            /** @description Conflict with the current state, or an Idempotency-Key reused for another request. */
+            /** @description Conflict with the current state, or an Idempotency-Key reused for another request or whose first request is still running (then with Retry-After). */
             409: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
@@ -10643,6 +10660,7 @@ export interface operations {
                     "X-RateLimit-Limit-Day": components["headers"]["X-RateLimit-Limit-Day"];
                     "X-RateLimit-Remaining-Day": components["headers"]["X-RateLimit-Remaining-Day"];
                     "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
