@@ -1762,7 +1762,7 @@ export interface components {
             template_name: string;
             language: string;
             /** @enum {string} */
-            status: "accepted" | "sent" | "delivered" | "read" | "failed";
+            status: "accepted" | "unknown" | "sent" | "delivered" | "read" | "failed";
             sent_at: null | string;
             delivered_at: null | string;
             read_at: null | string;
@@ -1808,6 +1808,8 @@ export interface components {
             total_recipients: number;
             stats: components["schemas"]["CampaignStats"];
             failure_reason: null | string;
+            paused_reason: null | string;
+            retry_deferred: boolean;
             created_at: null | string;
             updated_at: null | string;
         };
@@ -1829,6 +1831,8 @@ export interface components {
             total_recipients: number;
             stats: components["schemas"]["CampaignStats"];
             failure_reason: null | string;
+            paused_reason: null | string;
+            retry_deferred: boolean;
             created_at: null | string;
             updated_at: null | string;
             audiences: components["schemas"]["CampaignAudience"][];
@@ -1845,6 +1849,8 @@ export interface components {
             variable_mapping?: components["schemas"]["VariableMapping"];
             audience?: components["schemas"]["CampaignAudienceInput"];
             scheduled_at?: null | string;
+            /** @default true */
+            retry_deferred?: boolean;
         };
         CampaignStats: {
             total: number;
@@ -1853,6 +1859,9 @@ export interface components {
             read: number;
             failed: number;
             pending: number;
+            held: number;
+            deferred: number;
+            skipped: number;
         };
         CampaignPreflight: {
             audience_size: number;
@@ -2053,6 +2062,12 @@ export interface components {
                 upgrade_required?: boolean;
                 /** @description Plan-gate 403 only: the feature the plan lacks. */
                 feature_key?: string;
+                /** @description A refusal by the messaging platform (send only): its numeric error code, title and details. */
+                upstream_error?: {
+                    code: number;
+                    title: string;
+                    details: null | string;
+                };
             };
             meta: {
                 /** @description Equals the X-Request-Id header. */
@@ -5706,7 +5721,7 @@ export interface operations {
             query?: {
                 /** @description recipient in E.164 */
                 to?: string;
-                status?: "accepted" | "sent" | "delivered" | "read" | "failed";
+                status?: "accepted" | "unknown" | "sent" | "delivered" | "read" | "failed";
                 contact_id?: string;
                 campaign_id?: string;
                 template_name?: string;
@@ -8841,7 +8856,7 @@ export interface operations {
                 page?: number;
                 /** @description Items per page. */
                 limit?: number;
-                status?: "pending" | "sending" | "sent" | "delivered" | "read" | "failed";
+                status?: "pending" | "sending" | "held" | "deferred" | "skipped" | "sent" | "delivered" | "read" | "failed";
             };
             header?: never;
             path: {
