@@ -3,6 +3,7 @@ import type { Redis } from 'ioredis';
 import type { Logger } from 'pino';
 import type { Config } from './config.ts';
 import { openDatabase, type Database, type Db } from './db/database.ts';
+import { startProcessLiveness, type ProcessLiveness } from './db/process-liveness.ts';
 import { ApiKeyAuthenticator } from './http/auth.ts';
 import { IdempotencyStore } from './http/idempotency.ts';
 import { MemoryRateCounter, RedisRateCounter, type RateCounter } from './http/rate-limit.ts';
@@ -37,6 +38,8 @@ export interface Deps {
   metrics: Metrics;
   database: Database;
   db: Db;
+  /** This process's id and whether other processes are still alive (Idempotency-Key takeover). */
+  liveness: ProcessLiveness;
   redis: Redis | null;
   rateCounter: RateCounter;
   authenticator: ApiKeyAuthenticator;
@@ -128,6 +131,7 @@ function readyWithin(redis: Redis, timeoutMs: number): Promise<boolean> {
 export async function createDeps(config: Config, logger: Logger = createLogger(config.logLevel), options: DepsOptions = {}): Promise<Deps> {
   const database = await (options.database ?? openDatabase(config));
   const db = database.db;
+  const liveness = await startProcessLiveness({ databaseUrl: config.databaseUrl, db, logger });
   const connected = config.redisUrl ? await connectRedis(config.redisUrl, logger) : null;
   const redis = connected?.redis ?? null;
   const metrics = new Metrics({ role: config.role });
@@ -163,10 +167,11 @@ export async function createDeps(config: Config, logger: Logger = createLogger(c
     metrics,
     database,
     db,
+    liveness,
     redis,
     rateCounter: redis ? new RedisRateCounter(redis) : new MemoryRateCounter(),
     authenticator,
-    idempotency: new IdempotencyStore(db, config.idempotencyTtlMs, config.idempotencyLockMs, config.secretsKey),
+    idempotency: new IdempotencyStore(db, liveness, config.idempotencyTtlMs, config.idempotencyLockMs, config.secretsKey),
     admin: new AdminService(db, config.secretsKey, () => authenticator.forgetAll()),
     contacts: new ContactsService(db),
     upstream,
@@ -185,6 +190,7 @@ export async function createDeps(config: Config, logger: Logger = createLogger(c
       redis?.disconnect();
       await webhookSender.close();
       await upstream.close();
+      await liveness.close();
       await database.close();
     },
   };

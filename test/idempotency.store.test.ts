@@ -1,14 +1,16 @@
 import { randomBytes, randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import pino from 'pino';
+import { startProcessLiveness } from '../src/db/process-liveness.ts';
 import { IdempotencyStore, shouldKeepResponse } from '../src/http/idempotency.ts';
-import { startTestApp, type TestApp } from './helpers/app.ts';
+import { itOnPostgresServer, startTestApp, type TestApp } from './helpers/app.ts';
 
 /**
  * The Idempotency-Key store's rules on the real database, with short TTL and lock times: the first
  * request claims, a kept response replays byte for byte (encrypted at rest), the same key with
- * another request is a conflict, a key still running is a conflict until its lock expires and is then
- * taken over with the resource it recorded, an expired key is claimed afresh, and expired keys are
- * swept in batches. Which responses are kept, and which keys are valid, are written out in full.
+ * another request is a conflict, a key still running is a conflict (with Retry-After) while its
+ * process lives and its lock lasts and is then taken over with the resource it recorded, an
+ * expired key is claimed afresh, and expired keys are swept in batches. Which responses are kept, and which keys are valid, are written out in full.
  */
 describe('idempotency store', () => {
   let t: TestApp;
@@ -16,7 +18,7 @@ describe('idempotency store', () => {
   beforeAll(async () => { t = await startTestApp(); });
   afterAll(async () => { await t?.close(); });
 
-  const store = (ttlMs = 60_000, lockMs = 60_000) => new IdempotencyStore(t.deps.db, ttlMs, lockMs, secretsKey);
+  const store = (ttlMs = 60_000, lockMs = 60_000) => new IdempotencyStore(t.deps.db, t.deps.liveness, ttlMs, lockMs, secretsKey);
   const request = (over: Partial<Parameters<IdempotencyStore['claim']>[0]> = {}) =>
     ({ tenantId: randomUUID(), key: `k-${randomUUID()}`, method: 'POST', path: '/api/v1/public/contacts', body: { phone: '+14155550100' }, ...over });
   const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -82,6 +84,69 @@ describe('idempotency store', () => {
     // The takeover renewed the lock: a third request is refused again.
     await expect(s.claim(req)).rejects.toMatchObject({ code: 'CONFLICT' });
     expect((await row(req.tenantId, req.key))!.locked_until!.getTime()).toBeGreaterThan(Date.now() + 100);
+  });
+
+  it('a key running in this live process is refused with Retry-After, however long it has run within the lock', async () => {
+    const s = store();
+    const req = request();
+    await s.claim(req);
+    expect((await row(req.tenantId, req.key))!.owner_process_id).toBe(t.deps.liveness.processId);
+    const refused = await s.claim(req).catch((e: unknown) => e);
+    expect(refused).toMatchObject({ code: 'CONFLICT', status: 409, message: 'A request with this Idempotency-Key is still being processed', retryAfterSeconds: 1 });
+  });
+
+  it('a key whose process is gone is taken over at once (its lock far from expiry), with the resource it recorded', async () => {
+    const s = store();
+    const req = request();
+    await s.claim(req);
+    const resourceId = randomUUID();
+    await t.deps.db.transaction().execute((tx) => s.attachResource(tx, req.tenantId, req.key, resourceId));
+    // A process id no running process holds: one that ended.
+    const gone = randomUUID();
+    await t.deps.db.updateTable('idempotency_keys').set({ owner_process_id: gone }).where('tenant_id', '=', req.tenantId).where('key', '=', req.key).execute();
+    expect(await s.claim(req)).toEqual({ kind: 'claimed', resourceId });
+    const taken = await row(req.tenantId, req.key);
+    expect(taken).toMatchObject({ state: 'running', owner_process_id: t.deps.liveness.processId });
+    expect(taken!.locked_until!.getTime()).toBeGreaterThan(Date.now() + 50_000);
+    // Now owned by a live process: refused again.
+    await expect(s.claim(req)).rejects.toMatchObject({ code: 'CONFLICT', retryAfterSeconds: 1 });
+  });
+
+  it('retries racing for a dead process\'s key: exactly one takes it over, the others are refused with Retry-After', async () => {
+    const s = store();
+    const req = request();
+    await s.claim(req);
+    await t.deps.db.updateTable('idempotency_keys').set({ owner_process_id: randomUUID() }).where('tenant_id', '=', req.tenantId).where('key', '=', req.key).execute();
+    const results = await Promise.allSettled(Array.from({ length: 6 }, () => s.claim(req)));
+    expect(results.filter((r) => r.status === 'fulfilled').map((r) => r.value)).toEqual([{ kind: 'claimed', resourceId: null }]);
+    for (const r of results.filter((r) => r.status === 'rejected')) expect(r.reason).toMatchObject({ code: 'CONFLICT', retryAfterSeconds: 1 });
+  });
+
+  it('a key claimed before owners were recorded (no owner) still waits for its lock', async () => {
+    const s = store(60_000, 300);
+    const req = request();
+    await s.claim(req);
+    await t.deps.db.updateTable('idempotency_keys').set({ owner_process_id: null }).where('tenant_id', '=', req.tenantId).where('key', '=', req.key).execute();
+    await expect(s.claim(req)).rejects.toMatchObject({ code: 'CONFLICT', retryAfterSeconds: 1 });
+    await sleep(400);
+    expect(await s.claim(req)).toEqual({ kind: 'claimed', resourceId: null });
+  });
+
+  itOnPostgresServer('a second process on the same database (PGlite serves one)')('a key owned by another live process is refused until that process ends, then taken over at once', async () => {
+    const other = await startProcessLiveness({ databaseUrl: t.config.databaseUrl, db: t.deps.db, logger: pino({ level: 'silent' }) });
+    try {
+      const mine = store();
+      const theirs = new IdempotencyStore(t.deps.db, other, 60_000, 60_000, secretsKey);
+      const req = request();
+      expect(await theirs.claim(req)).toEqual({ kind: 'claimed', resourceId: null });
+      expect((await row(req.tenantId, req.key))!.owner_process_id).toBe(other.processId);
+      await expect(mine.claim(req)).rejects.toMatchObject({ code: 'CONFLICT', retryAfterSeconds: 1 });
+      await other.close();
+      expect(await mine.claim(req)).toEqual({ kind: 'claimed', resourceId: null });
+      expect((await row(req.tenantId, req.key))!.owner_process_id).toBe(t.deps.liveness.processId);
+    } finally {
+      await other.close();
+    }
   });
 
   it('after the TTL a kept key is claimed afresh, even by another request', async () => {

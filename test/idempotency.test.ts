@@ -47,7 +47,10 @@ describe('Idempotency-Key (ARCHITECTURE section 4)', () => {
     const key = crypto.randomUUID();
     const phone = uniquePhone();
     expect((await post(t, tenant, key, { first_name: 'A', phone })).statusCode).toBe(201);
-    expectError(await post(t, tenant, key, { first_name: 'B', phone: uniquePhone() }), 409, 'CONFLICT');
+    const reused = await post(t, tenant, key, { first_name: 'B', phone: uniquePhone() });
+    expectError(reused, 409, 'CONFLICT', 'Idempotency-Key was already used with a different request');
+    // Final, unlike a key still being processed: nothing to wait for.
+    expect(reused.headers['retry-after']).toBeUndefined();
     expectError(await post(t, tenant, key, { first_name: 'A', phone, last_name: 'X' }), 409, 'CONFLICT');
     expectError(await post(t, tenant, key, { contacts: [{ first_name: 'A', phone: uniquePhone() }] }, '/contacts/bulk'), 409, 'CONFLICT');
     expect(await contactsOf(tenant)).toHaveLength(1);
@@ -64,8 +67,10 @@ describe('Idempotency-Key (ARCHITECTURE section 4)', () => {
     expect(fresh).toHaveLength(1);
     for (const r of results) {
       if (r === fresh[0]) continue;
-      if (r.statusCode === 409) expectError(r, 409, 'CONFLICT');
-      else {
+      if (r.statusCode === 409) {
+        expectError(r, 409, 'CONFLICT', 'A request with this Idempotency-Key is still being processed');
+        expect(r.headers['retry-after']).toBe('1');
+      } else {
         expect(r.statusCode).toBe(201);
         expect(r.headers['idempotent-replayed']).toBe('true');
         expect(r.body).toBe(fresh[0].body);
@@ -94,7 +99,8 @@ describe('Idempotency-Key (ARCHITECTURE section 4)', () => {
     const first = post(t, tenant, key, { first_name: 'First', phone });
     await eventually(async () => (await t.deps.db.selectFrom('idempotency_keys').select('state').where('tenant_id', '=', tenant.id).where('key', '=', key).executeTakeFirst())?.state === 'running');
     const second = await post(t, tenant, key, { first_name: 'First', phone });
-    expectError(second, 409, 'CONFLICT');
+    expectError(second, 409, 'CONFLICT', 'A request with this Idempotency-Key is still being processed');
+    expect(second.headers['retry-after']).toBe('1');
     release();
     await lock;
     const done = await first;
@@ -214,6 +220,29 @@ describe('Idempotency-Key (ARCHITECTURE section 4)', () => {
       .where('tenant_id', '=', tenant.id).where('key', '=', key).execute();
     await t.deps.db.deleteFrom('events').where('tenant_id', '=', tenant.id).execute();
     await t.deps.db.updateTable('contacts').set({ deleted_at: new Date() }).where('tenant_id', '=', tenant.id).execute();
+    const retried = await post(t, tenant, key, body);
+    expect(retried.statusCode).toBe(201);
+    expect(retried.headers['idempotent-replayed']).toBeUndefined();
+    expect((await post(t, tenant, key, body)).headers['idempotent-replayed']).toBe('true');
+  });
+
+  it('a claim left running by a process that is gone is taken over at once; while its process lives, a retry gets 409 with Retry-After', async () => {
+    const tenant = await createTenant(t.app);
+    const key = crypto.randomUUID();
+    const body = { first_name: 'Orphan', phone: uniquePhone() };
+    expect((await post(t, tenant, key, body)).statusCode).toBe(201);
+    // The key running again, its lock far from expiry: first in this (live) process, then in one that ended.
+    const running = (owner: string) => t.deps.db.updateTable('idempotency_keys')
+      .set({ state: 'running', response_status: null, response_body: null, locked_until: new Date(Date.now() + 3_600_000), owner_process_id: owner })
+      .where('tenant_id', '=', tenant.id).where('key', '=', key).execute();
+    await t.deps.db.updateTable('contacts').set({ deleted_at: new Date() }).where('tenant_id', '=', tenant.id).execute();
+    await running(t.deps.liveness.processId);
+    const refused = await post(t, tenant, key, body);
+    expectError(refused, 409, 'CONFLICT', 'A request with this Idempotency-Key is still being processed');
+    expect(refused.headers['retry-after']).toBe('1');
+    expect(Object.keys(refused.json().error).sort()).toEqual(['code', 'message']);
+
+    await running(crypto.randomUUID());
     const retried = await post(t, tenant, key, body);
     expect(retried.statusCode).toBe(201);
     expect(retried.headers['idempotent-replayed']).toBeUndefined();

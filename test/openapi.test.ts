@@ -127,6 +127,10 @@ describe('OpenAPI documents', () => {
     expect(Object.keys(send.responses)).toEqual(expect.arrayContaining(['200', '400', '401', '403', '404', '409', '429', '500', '502', '503', '504']));
     expect(Object.keys(send.responses[403].content['application/json'].examples)).toEqual(['FORBIDDEN', 'UPGRADE_REQUIRED']);
     expect(send.responses[429].headers['Retry-After']).toBeDefined();
+    // Retry-After on 409 only where an Idempotency-Key can be still running.
+    expect(Object.keys(send.responses[409].content['application/json'].examples)).toEqual(expect.arrayContaining(['IDEMPOTENCY_KEY_REUSED', 'IDEMPOTENCY_KEY_IN_PROGRESS']));
+    expect(send.responses[409].headers['Retry-After']).toBeDefined();
+    expect(publicDoc.paths['/contacts/{id}'].patch.responses[409].headers['Retry-After']).toBeUndefined();
     expect(send.parameters).toContainEqual({ $ref: '#/components/parameters/IdempotencyKey' });
     const webhooksUpgrade = publicDoc.paths['/webhooks'].get.responses[403].content['application/json'].examples.UPGRADE_REQUIRED.value.error;
     expect(webhooksUpgrade.feature_key).toBe('webhooks');

@@ -95,6 +95,8 @@ export interface IdempotencyKeysTable {
   created_at: CreatedAt;
   locked_until: Timestamp | null;
   resource_id: string | null;
+  /** The process running the request while `state` is running (src/db/process-liveness.ts). */
+  owner_process_id: string | null;
 }
 
 export interface WebhookEndpointsTable {

@@ -2,6 +2,7 @@ import { AsyncLocalStorage } from 'node:async_hooks';
 import { createHash } from 'node:crypto';
 import { sql } from 'kysely';
 import type { Db, Tx } from '../db/database.ts';
+import type { ProcessLiveness } from '../db/process-liveness.ts';
 import { decryptSecret, encryptSecret } from '../crypto/secrets.ts';
 import { AppError } from './errors.ts';
 
@@ -20,14 +21,25 @@ export interface IdempotencyRequest {
 
 const KEY_FORMAT = /^[\x21-\x7e]{1,255}$/;
 
+/** How soon a caller refused because the key's first request is still running should ask again. */
+export const STILL_RUNNING_RETRY_AFTER_S = 1;
+
+/** The 409 for a key whose request is still running; Retry-After tells the caller it is worth retrying. */
+export function stillBeingProcessed(): AppError {
+  const error = new AppError('CONFLICT', 'A request with this Idempotency-Key is still being processed');
+  error.retryAfterSeconds = STILL_RUNNING_RETRY_AFTER_S;
+  return error;
+}
+
 /**
  * Idempotency-Key store in PostgreSQL (survives restarts). The first request claims the key; its
  * 2xx or non-429 4xx response is kept for the TTL and replayed byte for byte; a 5xx or 429
- * releases the key so a retry runs again. A claim whose request died is taken over after the lock.
+ * releases the key so a retry runs again. A running key records the process running its request:
+ * a retry takes it over as soon as that process is gone (see takeOver).
  * Kept responses are encrypted at rest: some carry secrets (a new webhook's signing secret).
  */
 export class IdempotencyStore {
-  constructor(private db: Db, private ttlMs: number, private lockMs: number, private secretsKey: Buffer) {}
+  constructor(private db: Db, private liveness: ProcessLiveness, private ttlMs: number, private lockMs: number, private secretsKey: Buffer) {}
 
   static validKey(key: string): boolean {
     return KEY_FORMAT.test(key);
@@ -40,7 +52,7 @@ export class IdempotencyStore {
         .insertInto('idempotency_keys')
         .values({
           tenant_id: req.tenantId, key: req.key, method: req.method, path: req.path, request_hash: requestHash,
-          state: 'running', locked_until: new Date(Date.now() + this.lockMs),
+          state: 'running', locked_until: new Date(Date.now() + this.lockMs), owner_process_id: this.liveness.processId,
         })
         .onConflict((oc) => oc.doNothing())
         .returning('key')
@@ -64,21 +76,37 @@ export class IdempotencyStore {
         // The earlier request's upstream outcome is unknown: one retry at a time takes the key and
         // its resource, and decides from what the upstream has said of it since.
         const taken = await this.db.updateTable('idempotency_keys')
-          .set({ state: 'running', locked_until: new Date(Date.now() + this.lockMs) })
+          .set({ state: 'running', locked_until: new Date(Date.now() + this.lockMs), owner_process_id: this.liveness.processId })
           .where('tenant_id', '=', req.tenantId).where('key', '=', req.key).where('state', '=', 'unknown')
           .executeTakeFirst();
         if (Number(taken.numUpdatedRows) === 1) return { kind: 'claimed', resourceId: row.resource_id };
         continue;
       }
-      const takenOver = await this.db.updateTable('idempotency_keys')
-        .set({ locked_until: new Date(Date.now() + this.lockMs) })
-        .where('tenant_id', '=', req.tenantId).where('key', '=', req.key)
-        .where('state', '=', 'running').where('locked_until', '<', new Date())
-        .executeTakeFirst();
-      if (Number(takenOver.numUpdatedRows) === 1) return { kind: 'claimed', resourceId: row.resource_id };
-      throw new AppError('CONFLICT', 'A request with this Idempotency-Key is still being processed');
+      if (await this.takeOver(req, row.owner_process_id, row.locked_until)) return { kind: 'claimed', resourceId: row.resource_id };
+      throw stillBeingProcessed();
     }
-    throw new AppError('CONFLICT', 'A request with this Idempotency-Key is still being processed');
+    throw stillBeingProcessed();
+  }
+
+  /**
+   * Takes a running key over from a request that can no longer finish: its process is gone (it
+   * released its liveness lock by dying), or, as a backstop, it outlived `lockMs` in a live process.
+   * No request of a live process legitimately runs that long (the longest, a send, is bounded by
+   * the pacing horizon and the upstream timeout), so such a request is stuck, and without the
+   * backstop its key would refuse every retry for the whole TTL. One conditional UPDATE: of
+   * retries racing for the key, one wins.
+   */
+  private async takeOver(req: IdempotencyRequest, owner: string | null, lockedUntil: Date | null): Promise<boolean> {
+    const now = new Date();
+    const lockExpired = lockedUntil !== null && lockedUntil < now;
+    const ownerGone = !lockExpired && owner !== null && !(await this.liveness.isAlive(owner));
+    if (!lockExpired && !ownerGone) return false;
+    const takenOver = await this.db.updateTable('idempotency_keys')
+      .set({ locked_until: new Date(Date.now() + this.lockMs), owner_process_id: this.liveness.processId })
+      .where('tenant_id', '=', req.tenantId).where('key', '=', req.key).where('state', '=', 'running')
+      .where((eb) => ownerGone ? eb('owner_process_id', '=', owner) : eb('locked_until', '<', now))
+      .executeTakeFirst();
+    return Number(takenOver.numUpdatedRows) === 1;
   }
 
   async complete(tenantId: string, key: string, status: number, headers: Record<string, string>, body: string, db: Db | Tx = this.db): Promise<void> {

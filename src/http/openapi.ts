@@ -231,7 +231,7 @@ const headerRefs = (names: string[]) => Object.fromEntries(names.map((name) => [
 const PARAMETERS: Json = {
   IdempotencyKey: {
     name: 'Idempotency-Key', in: 'header', required: false,
-    description: 'Makes the request safe to retry: a repeat within 24 h gets the first response again (with Idempotent-Replayed: true); the same key with a different request is 409. A UUID v4 is recommended.',
+    description: 'Makes the request safe to retry: a repeat within 24 h gets the first response again (with Idempotent-Replayed: true); the same key with a different request is 409; a repeat while the first request is still running is 409 with Retry-After (retry then to get its answer). A UUID v4 is recommended.',
     schema: { type: 'string', minLength: 1, maxLength: 255 },
   },
   ...DELIVERY_HEADERS,
@@ -244,7 +244,7 @@ const STATUS_TEXT: Record<number, string> = {
   401: 'Missing, malformed, expired or revoked credentials.',
   403: 'The key lacks a scope, the caller IP is not allowed, or the plan lacks the feature.',
   404: 'Not found, or it belongs to another tenant.',
-  409: 'Conflict with the current state, or an Idempotency-Key reused for another request.',
+  409: 'Conflict with the current state, or an Idempotency-Key reused for another request or whose first request is still running (then with Retry-After).',
   413: 'The body is too large.',
   415: 'Unsupported Content-Type.',
   429: 'Rate limit exceeded: retry after Retry-After seconds.',
@@ -276,7 +276,10 @@ function errorCases(api: 'public' | 'admin', op: Json, doc: OperationDoc, route:
   if (doc.notFound || path.includes('{')) cases.push({ status: 404, code: 'NOT_FOUND', summary: 'Not found', message: doc.notFound ?? 'Resource not found' });
   if (doc.conflict) cases.push({ status: 409, code: 'CONFLICT', summary: 'Conflict', message: doc.conflict });
   if (route.idempotent) {
-    cases.push({ status: 409, code: 'CONFLICT', name: 'IDEMPOTENCY_KEY_REUSED', summary: 'Idempotency-Key already used for another request', message: 'Idempotency-Key was already used with a different request' });
+    cases.push(
+      { status: 409, code: 'CONFLICT', name: 'IDEMPOTENCY_KEY_REUSED', summary: 'Idempotency-Key already used for another request', message: 'Idempotency-Key was already used with a different request' },
+      { status: 409, code: 'CONFLICT', name: 'IDEMPOTENCY_KEY_IN_PROGRESS', summary: 'The first request with this Idempotency-Key is still running: retry after Retry-After', message: 'A request with this Idempotency-Key is still being processed' },
+    );
   }
   if (hasBody) {
     cases.push(
@@ -443,7 +446,7 @@ function buildDocument(raw: Json, api: ApiDocument): Json {
       const headers = (status: number) => headerRefs([
         'X-Request-Id',
         ...(api.api === 'public' && !health && status !== 401 ? RATE_LIMIT_HEADERS : []),
-        ...(status === 429 || status === 503 ? ['Retry-After'] : []),
+        ...(status === 429 || status === 503 || (status === 409 && facts.idempotent) ? ['Retry-After'] : []),
         ...(facts.idempotent && status < 300 ? ['Idempotent-Replayed'] : []),
       ]);
       const responses: Json = {};

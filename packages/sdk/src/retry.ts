@@ -1,12 +1,15 @@
-/** How the client retries (429, 5xx and network errors only; never another 4xx). */
+/**
+ * How the client retries: 429, 5xx and network errors, and a 409 that carries Retry-After (an
+ * Idempotency-Key whose first request is still running); never another 4xx.
+ */
 export interface RetryOptions {
   /** Retries after the first attempt; 0 turns retrying off. Default 3. */
   maxRetries: number;
   /** First backoff step; each retry doubles it, with jitter. Default 500 ms. */
   baseDelayMs: number;
   /**
-   * Longest single wait. A 429 (or a spent rate-limit window) that asks for longer is not waited
-   * for: the error is returned at once. Default 60 s (a minute window always resets within it).
+   * Longest single wait. A 429 or 409 (or a spent rate-limit window) that asks for longer is not
+   * waited for: the error is returned at once. Default 60 s (a minute window always resets within it).
    */
   maxDelayMs: number;
 }
@@ -16,9 +19,9 @@ export const defaultRetryOptions: RetryOptions = { maxRetries: 3, baseDelayMs: 5
 type Fetch = (request: Request) => Promise<Response>;
 
 /**
- * A fetch that retries the same Request (so the same Idempotency-Key) on network errors, 5xx and
- * 429, and holds requests back while the last response said the tenant's rate-limit window is
- * spent (X-RateLimit-Remaining-* at 0 until X-RateLimit-Reset).
+ * A fetch that retries the same Request (so the same Idempotency-Key) on network errors, 5xx, 429
+ * and a 409 with Retry-After, and holds requests back while the last response said the tenant's
+ * rate-limit window is spent (X-RateLimit-Remaining-* at 0 until X-RateLimit-Reset).
  */
 export function retryingFetch(options: RetryOptions, baseFetch: Fetch = (request) => globalThis.fetch(request)): Fetch {
   let windowResetsAt = 0; // epoch ms before which the budget is known to be spent
@@ -45,10 +48,18 @@ export function retryingFetch(options: RetryOptions, baseFetch: Fetch = (request
 
 /** How long to wait before retrying this response, or null when it is final. */
 function retryDelay(response: Response, attempt: number, options: RetryOptions): number | null {
+  // The service sends Retry-After on a 409 only while the key's first request is still running
+  // (the retry then gets its outcome); a 409 without it (a duplicate, a reused key) is final.
+  if (response.status === 409) return askedDelay(retryAfterMs(response), options);
   if (response.status !== 429 && response.status < 500) return null;
   const asked = retryAfterMs(response) ?? (response.status === 429 ? resetInMs(response) : null);
   if (asked === null) return backoff(attempt, options);
-  if (asked > options.maxDelayMs) return null;
+  return askedDelay(asked, options);
+}
+
+/** The wait the service asked for, with jitter; null (final) when it asked for none or for longer than maxDelayMs. */
+function askedDelay(asked: number | null, options: RetryOptions): number | null {
+  if (asked === null || asked > options.maxDelayMs) return null;
   return asked + jitter(250);
 }
 

@@ -128,6 +128,42 @@ describe.skipIf(!hasPostgres)('the SDK against the running service', { concurren
     expect(denied).toMatchObject({ status: 403, code: 'FORBIDDEN', extra: { required_permissions: ['webhooks:read'] } });
   });
 
+  it('a 409 with Retry-After (the key\'s first request still running) is retried after it and gets that request\'s answer; within maxDelayMs only', async () => {
+    const tenant = await createTenant(t.app);
+    const { client, calls } = await clientFor(tenant, { retry: { maxRetries: 3, baseDelayMs: 1 } });
+    const { client: impatient } = await clientFor(tenant, { retry: { maxRetries: 3, maxDelayMs: 500 } });
+    const key = `sdk-running-${uniquePhone()}`;
+    const phone = uniquePhone();
+    // Hold the first request inside its INSERT: an uncommitted row with the same phone blocks it on the unique index.
+    let release!: () => void;
+    const held = new Promise<void>((r) => { release = r; });
+    let locked!: () => void;
+    const lockTaken = new Promise<void>((r) => { locked = r; });
+    const lock = t.deps.db.transaction().execute(async (tx) => {
+      await tx.insertInto('contacts').values({ id: crypto.randomUUID(), tenant_id: tenant.id, first_name: 'Lock', phone } as never).execute();
+      locked();
+      await held;
+      throw new Error('roll back the lock');
+    }).catch(() => undefined);
+    await lockTaken;
+    const first = impatient.contacts.create({ first_name: 'Held', phone }, { idempotencyKey: key });
+    await eventually(async () => (await t.deps.db.selectFrom('idempotency_keys').select('state').where('tenant_id', '=', tenant.id).where('key', '=', key).executeTakeFirst())?.state === 'running');
+
+    // Retry-After (1 s) is longer than this client's maxDelayMs: the 409 comes back at once.
+    await expect(impatient.contacts.create({ first_name: 'Held', phone }, { idempotencyKey: key }))
+      .rejects.toMatchObject({ status: 409, code: 'CONFLICT', message: 'A request with this Idempotency-Key is still being processed' });
+    const waiting = client.contacts.create({ first_name: 'Held', phone }, { idempotencyKey: key }).catch((e: unknown) => e);
+    await eventually(async () => calls('POST', '/contacts').length > 0);
+    release();
+    await lock;
+    const [created, replayed] = await Promise.all([first, waiting]);
+    expect(replayed).toEqual(created);
+    const posts = calls('POST', '/contacts');
+    expect(posts.map((e) => e.status)).toEqual([409, 201]);
+    expect(posts[1].at - posts[0].at).toBeGreaterThanOrEqual(950);
+    expect(new Set(posts.map((e) => e.headers['idempotency-key']))).toEqual(new Set([key]));
+  });
+
   it('a response lost on the network is retried with the same Idempotency-Key and makes one contact', async () => {
     const tenant = await createTenant(t.app);
     const { client, proxy, calls } = await clientFor(tenant);

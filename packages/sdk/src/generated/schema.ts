@@ -2590,7 +2590,7 @@ export interface components {
         };
     };
     parameters: {
-        /** @description Makes the request safe to retry: a repeat within 24 h gets the first response again (with Idempotent-Replayed: true); the same key with a different request is 409. A UUID v4 is recommended. */
+        /** @description Makes the request safe to retry: a repeat within 24 h gets the first response again (with Idempotent-Replayed: true); the same key with a different request is 409; a repeat while the first request is still running is 409 with Retry-After (retry then to get its answer). A UUID v4 is recommended. */
         IdempotencyKey: string;
         /** @description The event type. */
         XServiceEvent: components["schemas"]["EventType"];
@@ -2752,7 +2752,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description Makes the request safe to retry: a repeat within 24 h gets the first response again (with Idempotent-Replayed: true); the same key with a different request is 409. A UUID v4 is recommended. */
+                /** @description Makes the request safe to retry: a repeat within 24 h gets the first response again (with Idempotent-Replayed: true); the same key with a different request is 409; a repeat while the first request is still running is 409 with Retry-After (retry then to get its answer). A UUID v4 is recommended. */
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path?: never;
@@ -2839,7 +2839,7 @@ export interface operations {
                 };
             };
             408: components["responses"]["RequestTimeout"];
-            /** @description Conflict with the current state, or an Idempotency-Key reused for another request. */
+            /** @description Conflict with the current state, or an Idempotency-Key reused for another request or whose first request is still running (then with Retry-After). */
             409: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
@@ -2848,6 +2848,7 @@ export interface operations {
                     "X-RateLimit-Limit-Day": components["headers"]["X-RateLimit-Limit-Day"];
                     "X-RateLimit-Remaining-Day": components["headers"]["X-RateLimit-Remaining-Day"];
                     "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -3099,7 +3100,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description Makes the request safe to retry: a repeat within 24 h gets the first response again (with Idempotent-Replayed: true); the same key with a different request is 409. A UUID v4 is recommended. */
+                /** @description Makes the request safe to retry: a repeat within 24 h gets the first response again (with Idempotent-Replayed: true); the same key with a different request is 409; a repeat while the first request is still running is 409 with Retry-After (retry then to get its answer). A UUID v4 is recommended. */
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path?: never;
@@ -3185,7 +3186,7 @@ export interface operations {
                 };
             };
             408: components["responses"]["RequestTimeout"];
-            /** @description Conflict with the current state, or an Idempotency-Key reused for another request. */
+            /** @description Conflict with the current state, or an Idempotency-Key reused for another request or whose first request is still running (then with Retry-After). */
             409: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
@@ -3194,6 +3195,7 @@ export interface operations {
                     "X-RateLimit-Limit-Day": components["headers"]["X-RateLimit-Limit-Day"];
                     "X-RateLimit-Remaining-Day": components["headers"]["X-RateLimit-Remaining-Day"];
                     "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -3640,7 +3642,7 @@ export interface operations {
                 };
             };
             408: components["responses"]["RequestTimeout"];
-            /** @description Conflict with the current state, or an Idempotency-Key reused for another request. */
+            /** @description Conflict with the current state, or an Idempotency-Key reused for another request or whose first request is still running (then with Retry-After). */
             409: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
@@ -3876,7 +3878,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description Makes the request safe to retry: a repeat within 24 h gets the first response again (with Idempotent-Replayed: true); the same key with a different request is 409. A UUID v4 is recommended. */
+                /** @description Makes the request safe to retry: a repeat within 24 h gets the first response again (with Idempotent-Replayed: true); the same key with a different request is 409; a repeat while the first request is still running is 409 with Retry-After (retry then to get its answer). A UUID v4 is recommended. */
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path: {
@@ -3967,7 +3969,7 @@ export interface operations {
                 };
             };
             408: components["responses"]["RequestTimeout"];
-            /** @description Conflict with the current state, or an Idempotency-Key reused for another request. */
+            /** @description Conflict with the current state, or an Idempotency-Key reused for another request or whose first request is still running (then with Retry-After). */
             409: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
@@ -3976,6 +3978,7 @@ export interface operations {
                     "X-RateLimit-Limit-Day": components["headers"]["X-RateLimit-Limit-Day"];
                     "X-RateLimit-Remaining-Day": components["headers"]["X-RateLimit-Remaining-Day"];
                     "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4203,7 +4206,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description Makes the request safe to retry: a repeat within 24 h gets the first response again (with Idempotent-Replayed: true); the same key with a different request is 409. A UUID v4 is recommended. */
+                /** @description Makes the request safe to retry: a repeat within 24 h gets the first response again (with Idempotent-Replayed: true); the same key with a different request is 409; a repeat while the first request is still running is 409 with Retry-After (retry then to get its answer). A UUID v4 is recommended. */
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path: {
@@ -4296,7 +4299,7 @@ export interface operations {
                 };
             };
             408: components["responses"]["RequestTimeout"];
-            /** @description Conflict with the current state, or an Idempotency-Key reused for another request. */
+            /** @description Conflict with the current state, or an Idempotency-Key reused for another request or whose first request is still running (then with Retry-After). */
             409: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
@@ -4305,6 +4308,7 @@ export interface operations {
                     "X-RateLimit-Limit-Day": components["headers"]["X-RateLimit-Limit-Day"];
                     "X-RateLimit-Remaining-Day": components["headers"]["X-RateLimit-Remaining-Day"];
                     "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4957,7 +4961,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description Makes the request safe to retry: a repeat within 24 h gets the first response again (with Idempotent-Replayed: true); the same key with a different request is 409. A UUID v4 is recommended. */
+                /** @description Makes the request safe to retry: a repeat within 24 h gets the first response again (with Idempotent-Replayed: true); the same key with a different request is 409; a repeat while the first request is still running is 409 with Retry-After (retry then to get its answer). A UUID v4 is recommended. */
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path?: never;
@@ -5066,7 +5070,7 @@ export interface operations {
                 };
             };
             408: components["responses"]["RequestTimeout"];
-            /** @description Conflict with the current state, or an Idempotency-Key reused for another request. */
+            /** @description Conflict with the current state, or an Idempotency-Key reused for another request or whose first request is still running (then with Retry-After). */
             409: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
@@ -5075,6 +5079,7 @@ export interface operations {
                     "X-RateLimit-Limit-Day": components["headers"]["X-RateLimit-Limit-Day"];
                     "X-RateLimit-Remaining-Day": components["headers"]["X-RateLimit-Remaining-Day"];
                     "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5297,7 +5302,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description Makes the request safe to retry: a repeat within 24 h gets the first response again (with Idempotent-Replayed: true); the same key with a different request is 409. A UUID v4 is recommended. */
+                /** @description Makes the request safe to retry: a repeat within 24 h gets the first response again (with Idempotent-Replayed: true); the same key with a different request is 409; a repeat while the first request is still running is 409 with Retry-After (retry then to get its answer). A UUID v4 is recommended. */
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path: {
@@ -5379,7 +5384,7 @@ export interface operations {
                 };
             };
             408: components["responses"]["RequestTimeout"];
-            /** @description Conflict with the current state, or an Idempotency-Key reused for another request. */
+            /** @description Conflict with the current state, or an Idempotency-Key reused for another request or whose first request is still running (then with Retry-After). */
             409: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
@@ -5388,6 +5393,7 @@ export interface operations {
                     "X-RateLimit-Limit-Day": components["headers"]["X-RateLimit-Limit-Day"];
                     "X-RateLimit-Remaining-Day": components["headers"]["X-RateLimit-Remaining-Day"];
                     "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5478,7 +5484,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description Makes the request safe to retry: a repeat within 24 h gets the first response again (with Idempotent-Replayed: true); the same key with a different request is 409. A UUID v4 is recommended. */
+                /** @description Makes the request safe to retry: a repeat within 24 h gets the first response again (with Idempotent-Replayed: true); the same key with a different request is 409; a repeat while the first request is still running is 409 with Retry-After (retry then to get its answer). A UUID v4 is recommended. */
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path?: never;
@@ -5584,7 +5590,7 @@ export interface operations {
                 };
             };
             408: components["responses"]["RequestTimeout"];
-            /** @description Conflict with the current state, or an Idempotency-Key reused for another request. */
+            /** @description Conflict with the current state, or an Idempotency-Key reused for another request or whose first request is still running (then with Retry-After). */
             409: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
@@ -5593,6 +5599,7 @@ export interface operations {
                     "X-RateLimit-Limit-Day": components["headers"]["X-RateLimit-Limit-Day"];
                     "X-RateLimit-Remaining-Day": components["headers"]["X-RateLimit-Remaining-Day"];
                     "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6096,7 +6103,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description Makes the request safe to retry: a repeat within 24 h gets the first response again (with Idempotent-Replayed: true); the same key with a different request is 409. A UUID v4 is recommended. */
+                /** @description Makes the request safe to retry: a repeat within 24 h gets the first response again (with Idempotent-Replayed: true); the same key with a different request is 409; a repeat while the first request is still running is 409 with Retry-After (retry then to get its answer). A UUID v4 is recommended. */
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path?: never;
@@ -6165,7 +6172,7 @@ export interface operations {
                 };
             };
             408: components["responses"]["RequestTimeout"];
-            /** @description Conflict with the current state, or an Idempotency-Key reused for another request. */
+            /** @description Conflict with the current state, or an Idempotency-Key reused for another request or whose first request is still running (then with Retry-After). */
             409: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
@@ -6174,6 +6181,7 @@ export interface operations {
                     "X-RateLimit-Limit-Day": components["headers"]["X-RateLimit-Limit-Day"];
                     "X-RateLimit-Remaining-Day": components["headers"]["X-RateLimit-Remaining-Day"];
                     "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6643,7 +6651,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description Makes the request safe to retry: a repeat within 24 h gets the first response again (with Idempotent-Replayed: true); the same key with a different request is 409. A UUID v4 is recommended. */
+                /** @description Makes the request safe to retry: a repeat within 24 h gets the first response again (with Idempotent-Replayed: true); the same key with a different request is 409; a repeat while the first request is still running is 409 with Retry-After (retry then to get its answer). A UUID v4 is recommended. */
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path?: never;
@@ -6761,7 +6769,7 @@ export interface operations {
                 };
             };
             408: components["responses"]["RequestTimeout"];
-            /** @description Conflict with the current state, or an Idempotency-Key reused for another request. */
+            /** @description Conflict with the current state, or an Idempotency-Key reused for another request or whose first request is still running (then with Retry-After). */
             409: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
@@ -6770,6 +6778,7 @@ export interface operations {
                     "X-RateLimit-Limit-Day": components["headers"]["X-RateLimit-Limit-Day"];
                     "X-RateLimit-Remaining-Day": components["headers"]["X-RateLimit-Remaining-Day"];
                     "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7646,7 +7655,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description Makes the request safe to retry: a repeat within 24 h gets the first response again (with Idempotent-Replayed: true); the same key with a different request is 409. A UUID v4 is recommended. */
+                /** @description Makes the request safe to retry: a repeat within 24 h gets the first response again (with Idempotent-Replayed: true); the same key with a different request is 409; a repeat while the first request is still running is 409 with Retry-After (retry then to get its answer). A UUID v4 is recommended. */
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path: {
@@ -7728,7 +7737,7 @@ export interface operations {
                 };
             };
             408: components["responses"]["RequestTimeout"];
-            /** @description Conflict with the current state, or an Idempotency-Key reused for another request. */
+            /** @description Conflict with the current state, or an Idempotency-Key reused for another request or whose first request is still running (then with Retry-After). */
             409: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
@@ -7737,6 +7746,7 @@ export interface operations {
                     "X-RateLimit-Limit-Day": components["headers"]["X-RateLimit-Limit-Day"];
                     "X-RateLimit-Remaining-Day": components["headers"]["X-RateLimit-Remaining-Day"];
                     "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7797,7 +7807,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description Makes the request safe to retry: a repeat within 24 h gets the first response again (with Idempotent-Replayed: true); the same key with a different request is 409. A UUID v4 is recommended. */
+                /** @description Makes the request safe to retry: a repeat within 24 h gets the first response again (with Idempotent-Replayed: true); the same key with a different request is 409; a repeat while the first request is still running is 409 with Retry-After (retry then to get its answer). A UUID v4 is recommended. */
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path: {
@@ -7879,7 +7889,7 @@ export interface operations {
                 };
             };
             408: components["responses"]["RequestTimeout"];
-            /** @description Conflict with the current state, or an Idempotency-Key reused for another request. */
+            /** @description Conflict with the current state, or an Idempotency-Key reused for another request or whose first request is still running (then with Retry-After). */
             409: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
@@ -7888,6 +7898,7 @@ export interface operations {
                     "X-RateLimit-Limit-Day": components["headers"]["X-RateLimit-Limit-Day"];
                     "X-RateLimit-Remaining-Day": components["headers"]["X-RateLimit-Remaining-Day"];
                     "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7948,7 +7959,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description Makes the request safe to retry: a repeat within 24 h gets the first response again (with Idempotent-Replayed: true); the same key with a different request is 409. A UUID v4 is recommended. */
+                /** @description Makes the request safe to retry: a repeat within 24 h gets the first response again (with Idempotent-Replayed: true); the same key with a different request is 409; a repeat while the first request is still running is 409 with Retry-After (retry then to get its answer). A UUID v4 is recommended. */
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path: {
@@ -8030,7 +8041,7 @@ export interface operations {
                 };
             };
             408: components["responses"]["RequestTimeout"];
-            /** @description Conflict with the current state, or an Idempotency-Key reused for another request. */
+            /** @description Conflict with the current state, or an Idempotency-Key reused for another request or whose first request is still running (then with Retry-After). */
             409: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
@@ -8039,6 +8050,7 @@ export interface operations {
                     "X-RateLimit-Limit-Day": components["headers"]["X-RateLimit-Limit-Day"];
                     "X-RateLimit-Remaining-Day": components["headers"]["X-RateLimit-Remaining-Day"];
                     "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -8099,7 +8111,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description Makes the request safe to retry: a repeat within 24 h gets the first response again (with Idempotent-Replayed: true); the same key with a different request is 409. A UUID v4 is recommended. */
+                /** @description Makes the request safe to retry: a repeat within 24 h gets the first response again (with Idempotent-Replayed: true); the same key with a different request is 409; a repeat while the first request is still running is 409 with Retry-After (retry then to get its answer). A UUID v4 is recommended. */
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path: {
@@ -8181,7 +8193,7 @@ export interface operations {
                 };
             };
             408: components["responses"]["RequestTimeout"];
-            /** @description Conflict with the current state, or an Idempotency-Key reused for another request. */
+            /** @description Conflict with the current state, or an Idempotency-Key reused for another request or whose first request is still running (then with Retry-After). */
             409: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
@@ -8190,6 +8202,7 @@ export interface operations {
                     "X-RateLimit-Limit-Day": components["headers"]["X-RateLimit-Limit-Day"];
                     "X-RateLimit-Remaining-Day": components["headers"]["X-RateLimit-Remaining-Day"];
                     "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -8250,7 +8263,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description Makes the request safe to retry: a repeat within 24 h gets the first response again (with Idempotent-Replayed: true); the same key with a different request is 409. A UUID v4 is recommended. */
+                /** @description Makes the request safe to retry: a repeat within 24 h gets the first response again (with Idempotent-Replayed: true); the same key with a different request is 409; a repeat while the first request is still running is 409 with Retry-After (retry then to get its answer). A UUID v4 is recommended. */
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path: {
@@ -8341,7 +8354,7 @@ export interface operations {
                 };
             };
             408: components["responses"]["RequestTimeout"];
-            /** @description Conflict with the current state, or an Idempotency-Key reused for another request. */
+            /** @description Conflict with the current state, or an Idempotency-Key reused for another request or whose first request is still running (then with Retry-After). */
             409: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
@@ -8350,6 +8363,7 @@ export interface operations {
                     "X-RateLimit-Limit-Day": components["headers"]["X-RateLimit-Limit-Day"];
                     "X-RateLimit-Remaining-Day": components["headers"]["X-RateLimit-Remaining-Day"];
                     "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -8978,7 +8992,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description Makes the request safe to retry: a repeat within 24 h gets the first response again (with Idempotent-Replayed: true); the same key with a different request is 409. A UUID v4 is recommended. */
+                /** @description Makes the request safe to retry: a repeat within 24 h gets the first response again (with Idempotent-Replayed: true); the same key with a different request is 409; a repeat while the first request is still running is 409 with Retry-After (retry then to get its answer). A UUID v4 is recommended. */
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path: {
@@ -9073,7 +9087,7 @@ export interface operations {
                 };
             };
             408: components["responses"]["RequestTimeout"];
-            /** @description Conflict with the current state, or an Idempotency-Key reused for another request. */
+            /** @description Conflict with the current state, or an Idempotency-Key reused for another request or whose first request is still running (then with Retry-After). */
             409: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
@@ -9082,6 +9096,7 @@ export interface operations {
                     "X-RateLimit-Limit-Day": components["headers"]["X-RateLimit-Limit-Day"];
                     "X-RateLimit-Remaining-Day": components["headers"]["X-RateLimit-Remaining-Day"];
                     "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -9287,7 +9302,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description Makes the request safe to retry: a repeat within 24 h gets the first response again (with Idempotent-Replayed: true); the same key with a different request is 409. A UUID v4 is recommended. */
+                /** @description Makes the request safe to retry: a repeat within 24 h gets the first response again (with Idempotent-Replayed: true); the same key with a different request is 409; a repeat while the first request is still running is 409 with Retry-After (retry then to get its answer). A UUID v4 is recommended. */
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path?: never;
@@ -9367,7 +9382,7 @@ export interface operations {
                 };
             };
             408: components["responses"]["RequestTimeout"];
-            /** @description Conflict with the current state, or an Idempotency-Key reused for another request. */
+            /** @description Conflict with the current state, or an Idempotency-Key reused for another request or whose first request is still running (then with Retry-After). */
             409: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
@@ -9376,6 +9391,7 @@ export interface operations {
                     "X-RateLimit-Limit-Day": components["headers"]["X-RateLimit-Limit-Day"];
                     "X-RateLimit-Remaining-Day": components["headers"]["X-RateLimit-Remaining-Day"];
                     "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -10407,7 +10423,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description Makes the request safe to retry: a repeat within 24 h gets the first response again (with Idempotent-Replayed: true); the same key with a different request is 409. A UUID v4 is recommended. */
+                /** @description Makes the request safe to retry: a repeat within 24 h gets the first response again (with Idempotent-Replayed: true); the same key with a different request is 409; a repeat while the first request is still running is 409 with Retry-After (retry then to get its answer). A UUID v4 is recommended. */
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path: {
@@ -10489,7 +10505,7 @@ export interface operations {
                 };
             };
             408: components["responses"]["RequestTimeout"];
-            /** @description Conflict with the current state, or an Idempotency-Key reused for another request. */
+            /** @description Conflict with the current state, or an Idempotency-Key reused for another request or whose first request is still running (then with Retry-After). */
             409: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
@@ -10498,6 +10514,7 @@ export interface operations {
                     "X-RateLimit-Limit-Day": components["headers"]["X-RateLimit-Limit-Day"];
                     "X-RateLimit-Remaining-Day": components["headers"]["X-RateLimit-Remaining-Day"];
                     "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -10558,7 +10575,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description Makes the request safe to retry: a repeat within 24 h gets the first response again (with Idempotent-Replayed: true); the same key with a different request is 409. A UUID v4 is recommended. */
+                /** @description Makes the request safe to retry: a repeat within 24 h gets the first response again (with Idempotent-Replayed: true); the same key with a different request is 409; a repeat while the first request is still running is 409 with Retry-After (retry then to get its answer). A UUID v4 is recommended. */
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path: {
@@ -10650,7 +10667,7 @@ export interface operations {
                 };
             };
             408: components["responses"]["RequestTimeout"];
-            /** @description Conflict with the current state, or an Idempotency-Key reused for another request. */
+            /** @description Conflict with the current state, or an Idempotency-Key reused for another request or whose first request is still running (then with Retry-After). */
             409: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
@@ -10659,6 +10676,7 @@ export interface operations {
                     "X-RateLimit-Limit-Day": components["headers"]["X-RateLimit-Limit-Day"];
                     "X-RateLimit-Remaining-Day": components["headers"]["X-RateLimit-Remaining-Day"];
                     "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {

@@ -1,0 +1,128 @@
+import { createHash, randomUUID } from 'node:crypto';
+import { sql } from 'kysely';
+import type { Client } from 'pg';
+import type { Logger } from 'pino';
+import type { Db } from './database.ts';
+
+/**
+ * Liveness locks use the two-int4 form of the advisory locks, whose key space does not overlap the
+ * single-bigint form every other advisory lock of the service uses (migrations, webhook recovery);
+ * the first int names this use ('LIVE'), the second is derived from the process id.
+ */
+const LIVENESS_LOCK_CLASS = 0x4c495645;
+const RETAKE_DELAY_MS = 1000;
+const LOG_EVERY_MS = 10_000;
+
+/**
+ * Whether a service process (API or worker) is still running, known from the database and not
+ * guessed from time: every process has a random id made at start and, on PostgreSQL, holds a
+ * session-level advisory lock derived from it on a dedicated connection for its whole life. The
+ * server drops the lock the moment the process dies (its connection closes), so another process can
+ * take over the dead one's work at once.
+ */
+export interface ProcessLiveness {
+  /** This process's id, to stamp on work it owns (Idempotency-Keys it runs). */
+  readonly processId: string;
+  /** One query: does the process with this id still hold its lock? */
+  isAlive(processId: string): Promise<boolean>;
+  /** Releases the lock (ends the dedicated connection). */
+  close(): Promise<void>;
+}
+
+/** 31 bits of the id's hash: non-negative, so it reads the same as an int4 argument and as pg_locks.objid (an oid). */
+export function livenessLockKey(processId: string): number {
+  return createHash('sha256').update(processId).digest().readUInt32BE(0) >>> 1;
+}
+
+/**
+ * Starts this process's liveness: on PostgreSQL (`databaseUrl`) takes the lock before returning
+ * (or, if the database cannot be reached, keeps trying in the background and says so in the log).
+ */
+export async function startProcessLiveness(options: { databaseUrl: string | undefined; db: Db; logger: Logger }): Promise<ProcessLiveness> {
+  if (!options.databaseUrl) return new EmbeddedLiveness();
+  const liveness = new PostgresLiveness(options.databaseUrl, options.db, options.logger);
+  await liveness.take();
+  return liveness;
+}
+
+/** The embedded database (PGlite) serves one process: any other process id is one that has ended. */
+class EmbeddedLiveness implements ProcessLiveness {
+  readonly processId = randomUUID();
+  async isAlive(processId: string): Promise<boolean> { return processId === this.processId; }
+  async close(): Promise<void> {}
+}
+
+class PostgresLiveness implements ProcessLiveness {
+  readonly processId = randomUUID();
+  private readonly key = livenessLockKey(this.processId);
+  private client: Client | null = null;
+  private retake: NodeJS.Timeout | null = null;
+  private closed = false;
+  private lastLogged = 0;
+  private lostSince: number | null = null;
+
+  constructor(private url: string, private db: Db, private logger: Logger) {}
+
+  async isAlive(processId: string): Promise<boolean> {
+    if (processId === this.processId) return true;
+    const { rows } = await sql<{ alive: boolean }>`SELECT EXISTS (
+      SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND granted
+        AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
+        AND classid = ${LIVENESS_LOCK_CLASS} AND objid = ${livenessLockKey(processId)} AND objsubid = 2) AS alive`.execute(this.db);
+    return rows[0].alive;
+  }
+
+  /** Connects and takes the lock; on any failure tries again shortly. */
+  async take(): Promise<void> {
+    this.retake = null;
+    if (this.closed) return;
+    // Loaded only here, as in openPostgres: the embedded default never needs the driver.
+    const { default: pg } = await import('pg');
+    const client = new pg.Client({ connectionString: this.url, keepAlive: true, connectionTimeoutMillis: 5000 });
+    client.on('error', (err) => this.lost(client, err.message));
+    client.on('end', () => this.lost(client, 'connection ended'));
+    try {
+      await client.connect();
+      // A host that vanishes without closing its connections: the server notices within about 25 s
+      // instead of the system's default two hours, and drops the lock.
+      await client.query('SET tcp_keepalives_idle = 10; SET tcp_keepalives_interval = 5; SET tcp_keepalives_count = 3');
+      const { rows } = await client.query<{ taken: boolean }>('SELECT pg_try_advisory_lock($1, $2) AS taken', [LIVENESS_LOCK_CLASS, this.key]);
+      // Still held by this process's previous session, which the server has not yet seen go.
+      if (!rows[0].taken) throw new Error('the lock is still held by an earlier session');
+      if (this.closed) throw new Error('closed meanwhile');
+      this.client = client;
+      if (this.lostSince !== null) this.logger.info({ processId: this.processId, lostMs: Date.now() - this.lostSince }, 'process liveness lock re-taken');
+      this.lostSince = null;
+    } catch (err) {
+      client.end().catch(() => {});
+      this.notHeld((err as Error).message);
+    }
+  }
+
+  private lost(client: Client, reason: string): void {
+    if (client !== this.client || this.closed) return;
+    this.client = null;
+    client.end().catch(() => {});
+    this.notHeld(reason);
+  }
+
+  /** Logs (at most every 10 s) that other processes now see this one as dead, and tries again. */
+  private notHeld(reason: string): void {
+    if (this.closed) return;
+    this.lostSince ??= Date.now();
+    if (Date.now() - this.lastLogged >= LOG_EVERY_MS) {
+      this.lastLogged = Date.now();
+      this.logger.warn({ processId: this.processId, reason }, 'process liveness lock not held: other processes see this one as dead (its running Idempotency-Keys may be taken over) until it is re-taken');
+    }
+    this.retake ??= setTimeout(() => void this.take(), RETAKE_DELAY_MS);
+    this.retake.unref();
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    if (this.retake) clearTimeout(this.retake);
+    const client = this.client;
+    this.client = null;
+    await client?.end().catch(() => {});
+  }
+}
