@@ -299,6 +299,10 @@ export const ADMIN_OPERATIONS: Record<string, OperationDoc> = {
   'DELETE /tenants/{id}/api-keys/{key_id}': {
     operationId: 'revokeApiKey', summary: 'Revoke an API key', tag: 'API keys', notFound: 'API key not found', description: 'Effective within a second in every process.',
   },
+  'GET /tenants/{id}/business-account': {
+    operationId: 'getBusinessAccount', summary: 'Get the business account', tag: 'Business accounts', notFound: 'Business account not found',
+    description: 'Its status: active, disconnected, or stopped by WhatsApp (token_invalid: the token expired or was revoked; restricted: the account is locked, has a payment issue or is blocked for policy), with `status_reason` naming the upstream code. A stopped account sends nothing until it is connected again (PUT).',
+  },
   'PUT /tenants/{id}/business-account': {
     operationId: 'connectBusinessAccount', summary: 'Connect the business account', tag: 'Business accounts', notFound: 'Tenant not found',
     conflict: 'This phone_number_id is already connected to another tenant',
