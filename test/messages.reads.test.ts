@@ -39,7 +39,7 @@ describe('messages: GET /messages and GET /messages/{id}', () => {
     expect((await call(t.app, other, 'GET', '/messages')).json().pagination.total_items).toBe(0);
   });
 
-  it('a failure carries the upstream code and title: failed after the 200 (callback) and refused at the send (502)', async () => {
+  it('a failure carries the upstream code and title: failed after the 200 (callback) and refused at the send (400)', async () => {
     const tenant = await createConnectedTenant(t.app);
     const template = await createApprovedTemplate(t.app, tenant);
     const [late, refused] = [uniquePhone(), uniquePhone()];
@@ -53,7 +53,7 @@ describe('messages: GET /messages and GET /messages/{id}', () => {
     expect(failed).toMatchObject({ to: late, failed_at: expect.any(String), error: { code: 131026, title: expect.any(String) } });
     expect(failed.error.title.length).toBeGreaterThan(0);
 
-    expect((await call(t.app, tenant, 'POST', '/messages/template', { to: refused, template_name: template.template_name, components: bodyParams('a', 'b') })).statusCode).toBe(502);
+    expect((await call(t.app, tenant, 'POST', '/messages/template', { to: refused, template_name: template.template_name, components: bodyParams('a', 'b') })).statusCode).toBe(400);
     const listed = (await call(t.app, tenant, 'GET', `/messages?to=${encodeURIComponent(refused)}`)).json();
     expect(listed.data).toHaveLength(1);
     expect(listed.data[0]).toMatchObject({ message_id: null, status: 'failed', failed_at: expect.any(String), error: { code: 131030, title: expect.any(String) } });
