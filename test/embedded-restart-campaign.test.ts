@@ -60,11 +60,7 @@ describe('embedded default restarted mid-campaign', () => {
     expect((await post(`${api}/campaigns/${campaign.id}/send`, {})).status).toBe(200);
     const get = async () => (await (await fetch(`${api}/campaigns/${campaign.id}`, { headers: auth })).json()) as Json;
     for (let i = 0; (await get()).stats.sent < 100; i++) {
-      if (i > 300) {
-        const sending = await (await fetch(`${api}/campaigns/${campaign.id}/recipients?status=sending&limit=1`, { headers: auth })).json() as Json;
-        const sends = await (await fetch(`http://127.0.0.1:${sandboxPort}/__sandbox/sends`)).json() as Json;
-        throw new Error(`the campaign never got going: ${JSON.stringify((await get()).stats)} sending ${sending.pagination?.total} sandbox sends ${sends.data?.length}`);
-      }
+      if (i > 1200) throw new Error(`the campaign never got going: ${JSON.stringify((await get()).stats)}`);
       await new Promise((r) => setTimeout(r, 50));
     }
 
@@ -82,7 +78,7 @@ describe('embedded default restarted mid-campaign', () => {
     }
     expect(final.stats).toMatchObject({ total, sent: total, delivered: total, read: total, failed: 0, pending: 0 });
     const stuck = await (await fetch(`${api}/messages?campaign_id=${campaign.id}&status=sent&limit=1`, { headers: auth })).json() as Json;
-    expect(stuck.pagination.total).toBe(0);
+    expect(stuck.pagination.total_items).toBe(0);
     // Exactly once each, as the upstream saw it.
     const sends = (await (await fetch(`http://127.0.0.1:${sandboxPort}/__sandbox/sends`)).json() as Json).data as { to: string }[];
     const digits = new Set(phones.map((p) => p.replace('+', '')));
