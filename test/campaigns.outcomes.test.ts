@@ -217,4 +217,29 @@ describe('campaigns: every upstream answer through the outcome model', () => {
       await workers.stop();
     }
   });
+
+  it('an account-stopping code by callback (131031) acts as the same answer at send: the account is restricted and its running campaigns fail', { timeout: 60_000 }, async () => {
+    const tenant = await createConnectedTenant(t.app);
+    await t.deps.db.updateTable('business_accounts').set({ messages_per_second: 2 }).where('tenant_id', '=', tenant.id).execute();
+    const workers = runCampaignWorkers(t, [tenant.id]);
+    try {
+      const template = await createApprovedTemplate(t.app, tenant);
+      const tag = uniqueTag();
+      const contacts = await createContacts(t, tenant, someContacts(6, { tags: [tag] }));
+      await rule(contacts[0].phone, 'fail', { error_code: 131031 });
+      const id = await campaignOf(tenant, template.id, tag, { batch_size: 1 });
+      await call(t.app, tenant, 'POST', `/campaigns/${id}/send`);
+      const failed = await eventually(async () => {
+        const c = await getCampaign(tenant, id);
+        return c.status === 'FAILED' ? c : null;
+      }, 20_000);
+      expect(failed.failure_reason).toMatch(/131031/);
+      const account = await t.deps.db.selectFrom('business_accounts').select(['status', 'status_reason']).where('tenant_id', '=', tenant.id).executeTakeFirstOrThrow();
+      expect(account.status).toBe('restricted');
+      expect(account.status_reason).toMatch(/131031/);
+      expect(await recipient(id, contacts[0].phone)).toMatchObject({ status: 'failed', error_code: 131031 });
+    } finally {
+      await workers.stop();
+    }
+  });
 });
