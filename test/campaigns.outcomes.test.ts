@@ -89,6 +89,8 @@ describe('campaigns: every upstream answer through the outcome model', () => {
       const template = await createApprovedTemplate(t.app, tenant, { category: 'MARKETING' });
       const tag = uniqueTag();
       const contacts = await createContacts(t, tenant, someContacts(3, { tags: [tag] }));
+      // Two a second: the campaign is still running when the first recipient's 131049 comes back.
+      await t.deps.db.updateTable('business_accounts').set({ messages_per_second: 2 }).where('tenant_id', '=', tenant.id).execute();
       const capped = contacts[0].phone;
       await rule(capped, 'defer', { count: 1 });
       const id = await campaignOf(tenant, template.id, tag);
@@ -118,9 +120,12 @@ describe('campaigns: every upstream answer through the outcome model', () => {
     try {
       const template = await createApprovedTemplate(t.app, tenant, { category: 'MARKETING' });
       const [tagA, tagB] = [uniqueTag(), uniqueTag()];
-      const [always] = await createContacts(t, tenant, someContacts(1, { tags: [tagA] }));
+      const [always, holder] = await createContacts(t, tenant, someContacts(2, { tags: [tagA] }));
       const [once] = await createContacts(t, tenant, someContacts(1, { tags: [tagB] }));
       await rule(always.phone, 'defer', { count: 10 });
+      // Held for 8 s, it keeps campaign a running while the deferrals come back (a campaign that
+      // has ended tries nothing again).
+      await rule(holder.phone, 'held', { then: 'release', hold_ms: 8000 });
       await rule(once.phone, 'defer', { count: 10 });
       const a = await campaignOf(tenant, template.id, tagA);
       const b = await campaignOf(tenant, template.id, tagB, { retry_deferred: false });
@@ -129,7 +134,7 @@ describe('campaigns: every upstream answer through the outcome model', () => {
       expect((await completed(tenant, b)).stats).toMatchObject({ failed: 1, deferred: 0 });
       expect(await sendsTo(once.phone)).toHaveLength(1);
       // Two deferrals allowed: the third 131049 fails it.
-      expect((await completed(tenant, a)).stats).toMatchObject({ failed: 1, deferred: 0 });
+      expect((await completed(tenant, a)).stats).toMatchObject({ failed: 1, deferred: 0, sent: 1 });
       expect(await recipient(a, always.phone)).toMatchObject({ status: 'failed', error_code: 131049, defers: 2 });
       expect(await sendsTo(always.phone)).toHaveLength(3);
       const failed = (await eventsOf(t.deps, tenant.id, 'message.failed')).map((e) => e.data as { to: string; error: { code: number } });

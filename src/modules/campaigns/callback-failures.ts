@@ -1,7 +1,7 @@
 import { sql } from 'kysely';
 import type { Tx } from '../../db/database.ts';
 import { isThrottle, outcomeOfCallbackFailure, type FailureOutcome } from '../../upstream/outcomes.ts';
-import type { StatusUpdate } from '../messages/messages.statuses.ts';
+import { messageMatcher, namedMessageIds, type StatusUpdate } from '../messages/messages.statuses.ts';
 import { recordCounterMoves } from './campaigns.repository.ts';
 import { applyStop } from './upstream-stops.ts';
 
@@ -23,9 +23,8 @@ interface FailedRow {
   attempts: number | null;
   defers: number | null;
   retry_deferred: boolean | null;
+  campaign_status: string | null;
 }
-
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 /**
  * `failed` status callbacks, acted on through the outcome model before they are applied, exactly as
@@ -34,43 +33,35 @@ const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
  * fails its message nor emits message.failed, and the message row is cleared for the next attempt.
  * A template or account stop is applied (template paused, campaigns paused or failed, account
  * stopped). A failure of a recipient already waiting for its next attempt is a duplicate and is
- * dropped. Returns the updates still to apply (their failures reach the tenant as message.failed).
+ * dropped. A campaign that has already ended (its last sends accepted, the failure came after)
+ * tries nothing again: the failure stands, with its message.failed. Returns the updates still to apply (their failures reach the tenant as message.failed).
  */
 export async function settleCallbackFailures(tx: Tx, tenantId: string, updates: StatusUpdate[], policy: RetryPolicy): Promise<StatusUpdate[]> {
   const failures = updates.filter((u) => u.status === 'failed');
   if (failures.length === 0) return updates;
-  const wamids = [...new Set(failures.map((u) => u.upstreamMessageId))];
-  const rowIds = [...new Set(failures.flatMap((u) => (u.callbackData && UUID.test(u.callbackData) ? [u.callbackData] : [])))];
   const { rows } = await sql<FailedRow>`
-    WITH ids AS MATERIALIZED (
-      SELECT m.id FROM messages m WHERE m.upstream_message_id = ANY(${wamids}::text[])
-      UNION
-      SELECT unnest(${rowIds}::uuid[]))
-    SELECT m.id, m.upstream_message_id, m.campaign_id, m.template_id, r.status AS recipient_status, r.attempts, r.defers, c.retry_deferred
+    ${namedMessageIds(failures)}
+    SELECT m.id, m.upstream_message_id, m.campaign_id, m.template_id, r.status AS recipient_status, r.attempts, r.defers, c.retry_deferred, c.status AS campaign_status
     FROM ids JOIN messages m ON m.id = ids.id
     LEFT JOIN campaign_recipients r ON r.id = m.id
     LEFT JOIN campaigns c ON c.id = m.campaign_id
     WHERE m.tenant_id = ${tenantId}
     ORDER BY m.id FOR UPDATE OF m`.execute(tx);
-  const byWamid = new Map(rows.filter((r) => r.upstream_message_id).map((r) => [r.upstream_message_id!, r]));
-  const byId = new Map(rows.map((r) => [r.id, r]));
+  const rowOf = messageMatcher(rows);
 
   const dropped = new Set<StatusUpdate>();
   const again: { id: string; next: 'pending' | 'deferred'; at: Date; defer: number; code: number; title: string }[] = [];
   const stops: { outcome: FailureOutcome; templateId: string | null }[] = [];
   const now = Date.now();
   for (const u of failures) {
-    let row = byWamid.get(u.upstreamMessageId);
-    if (!row && u.callbackData) {
-      const candidate = byId.get(u.callbackData);
-      if (candidate && (candidate.upstream_message_id === null || candidate.upstream_message_id === u.upstreamMessageId)) row = candidate;
-    }
+    const row = rowOf(u);
     if (!row) continue;
     const code = u.error?.code ?? 0;
     const title = u.error?.title ?? 'Unknown failure';
     const outcome = outcomeOfCallbackFailure(code, title, Math.max(0, (row.attempts ?? 1) - 1));
     if (outcome.kind === 'template_stopped' || outcome.kind === 'account_stopped') stops.push({ outcome, templateId: row.template_id });
-    if (!row.campaign_id || row.recipient_status === null) continue;
+    // A campaign that has ended (a late failure of its last sends) sends nothing more: the failure stands.
+    if (!row.campaign_id || row.recipient_status === null || (row.campaign_status !== 'RUNNING' && row.campaign_status !== 'PAUSED')) continue;
     if (row.recipient_status === 'pending' || row.recipient_status === 'deferred' || again.some((a) => a.id === row.id)) {
       dropped.add(u); // its attempt was already settled: a duplicate callback
       continue;

@@ -12,7 +12,7 @@ import { NO_ACTIVE_ACCOUNT } from '../business-accounts/business-accounts.reposi
 import { upstreamFailure } from '../business-accounts/upstream-failures.ts';
 import { applyStop } from '../campaigns/upstream-stops.ts';
 import { recordEvents } from '../../events/events.ts';
-import { isThrottle, outcomeOfCallbackFailure, outcomeOfSend, type FailureOutcome, type SendOutcome } from '../../upstream/outcomes.ts';
+import { isThrottle, outcomeOfCallbackFailure, outcomeOfSend, type FailureOutcome } from '../../upstream/outcomes.ts';
 import { refusedEvent } from './messages.statuses.ts';
 import { addCommunication } from '../contacts/communications.repository.ts';
 import { e164Problem } from '../contacts/phone.ts';

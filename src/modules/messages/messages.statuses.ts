@@ -37,6 +37,34 @@ interface Row {
 }
 
 /**
+ * `WITH ids AS (...)`: the ids of the messages a batch of status updates names, by upstream id or
+ * by our row id in biz_opaque_callback_data (when the callback overtook the send's answer). The ids
+ * are gathered first through their own unique indexes, then each row is read by primary key: with
+ * the OR in one WHERE the planner read every message of the tenant through its tenant index and
+ * filtered (measured 8 ms for 100 callbacks at 7,000 messages, growing with the tenant).
+ */
+export function namedMessageIds(updates: StatusUpdate[]) {
+  const wamids = [...new Set(updates.map((u) => u.upstreamMessageId))];
+  const rowIds = [...new Set(updates.flatMap((u) => (u.callbackData && UUID.test(u.callbackData) ? [u.callbackData] : [])))];
+  return sql`WITH ids AS MATERIALIZED (
+      SELECT m.id FROM messages m WHERE m.upstream_message_id = ANY(${wamids}::text[])
+      UNION
+      SELECT unnest(${rowIds}::uuid[]))`;
+}
+
+/** The message row a status update is about, among `rows`: by upstream id, else by our id while the row has no other. */
+export function messageMatcher<R extends { id: string; upstream_message_id: string | null }>(rows: R[]): (u: StatusUpdate) => R | undefined {
+  const byWamid = new Map(rows.filter((r) => r.upstream_message_id).map((r) => [r.upstream_message_id!, r]));
+  const byId = new Map(rows.map((r) => [r.id, r]));
+  return (u) => {
+    const row = byWamid.get(u.upstreamMessageId);
+    if (row || !u.callbackData) return row;
+    const candidate = byId.get(u.callbackData);
+    return candidate && (candidate.upstream_message_id === null || candidate.upstream_message_id === u.upstreamMessageId) ? candidate : undefined;
+  };
+}
+
+/**
  * Applies a batch of upstream status callbacks for one tenant, set-based: one locking read, one
  * update, one event insert. Monotonic: a status at or below the stored one changes nothing and
  * emits nothing (duplicates and late `delivered` after `read`); failed is final. Several steps for
@@ -45,32 +73,18 @@ interface Row {
  */
 export async function applyMessageStatuses(tx: Tx, tenantId: string, updates: StatusUpdate[]): Promise<{ applied: AppliedStatus[]; unknown: StatusUpdate[] }> {
   if (updates.length === 0) return { applied: [], unknown: [] };
-  const wamids = [...new Set(updates.map((u) => u.upstreamMessageId))];
-  const rowIds = [...new Set(updates.flatMap((u) => (u.callbackData && UUID.test(u.callbackData) ? [u.callbackData] : [])))];
-  // The ids are gathered first through their own unique indexes, then each row is locked by primary
-  // key: with the OR in one WHERE the planner read every message of the tenant through its tenant
-  // index and filtered (measured 8 ms for 100 callbacks at 7,000 messages, growing with the tenant).
   const { rows } = await sql<Row>`
-    WITH ids AS MATERIALIZED (
-      SELECT m.id FROM messages m WHERE m.upstream_message_id = ANY(${wamids}::text[])
-      UNION
-      SELECT unnest(${rowIds}::uuid[])
-    )
+    ${namedMessageIds(updates)}
     SELECT m.id, m.upstream_message_id, m.status, m.status_rank, m.to_phone, m.contact_id, m.campaign_id, m.template_name
     FROM ids JOIN messages m ON m.id = ids.id
     WHERE m.tenant_id = ${tenantId}
     ORDER BY m.id FOR UPDATE OF m`.execute(tx);
-  const byWamid = new Map(rows.filter((r) => r.upstream_message_id).map((r) => [r.upstream_message_id!, r]));
-  const byId = new Map(rows.map((r) => [r.id, r]));
+  const rowOf = messageMatcher(rows);
 
   const perRow = new Map<string, { row: Row; updates: StatusUpdate[] }>();
   const unknown: StatusUpdate[] = [];
   for (const u of updates) {
-    let row = byWamid.get(u.upstreamMessageId);
-    if (!row && u.callbackData) {
-      const candidate = byId.get(u.callbackData);
-      if (candidate && (candidate.upstream_message_id === null || candidate.upstream_message_id === u.upstreamMessageId)) row = candidate;
-    }
+    const row = rowOf(u);
     if (!row) { unknown.push(u); continue; }
     const entry = perRow.get(row.id) ?? { row, updates: [] };
     entry.updates.push(u);
