@@ -9,7 +9,8 @@ type Json = any;
 
 /**
  * The embedded default restarted in the middle of a campaign (the service and its built-in
- * sandbox stop together): the sandbox keeps the status callbacks it still owes in
+ * sandbox stop together, paused first so the sandbox's sends log, which a restart does not keep,
+ * can be read whole): the sandbox keeps the status callbacks it still owes in
  * DATA_DIR/sandbox-state.json and posts them once the service is back, so no message stays `sent`
  * for good, and every recipient is sent exactly once.
  */
@@ -53,6 +54,10 @@ describe('embedded default restarted mid-campaign', () => {
       const bulk = await post(`${api}/contacts/bulk`, { contacts: phones.slice(i, i + 100).map((phone) => ({ first_name: 'Ada', phone, tags: ['restart'] })) });
       expect(bulk.status).toBe(201);
     }
+    // The first ten recipients' statuses are held back 15 s by the sandbox: owed when the service stops.
+    for (const to of phones.slice(0, 10)) {
+      expect((await post(`http://127.0.0.1:${sandboxPort}/__sandbox/recipients`, { to, outcome: 'ok', delay_ms: 15_000 }, { 'content-type': 'application/json' } as never)).status).toBe(200);
+    }
     // 50 a second: the campaign is still running when the service stops.
     expect((await fetch(`${base}/admin/v1/tenants/${tenantId}/business-account`, { method: 'PATCH', headers: admin, body: JSON.stringify({ messages_per_second: 50 }) })).status).toBe(200);
     const campaign = await (await post(`${api}/campaigns`, { name: 'Across a restart', template_id: template.id, batch_size: 10, audience: { groups: ['restart'] },
@@ -64,10 +69,23 @@ describe('embedded default restarted mid-campaign', () => {
       await new Promise((r) => setTimeout(r, 50));
     }
 
+    // Paused (nothing more is claimed; sends in flight finish) and stopped while the sandbox still
+    // owes callbacks: its sends log is not kept across a restart, so it is read before.
+    expect((await post(`${api}/campaigns/${campaign.id}/pause`, {})).status).toBe(200);
+    for (let i = 0; ; i++) {
+      const sending = await (await fetch(`${api}/campaigns/${campaign.id}/recipients?status=sending&limit=1`, { headers: auth })).json() as Json;
+      if (sending.pagination.total_items === 0) break;
+      if (i > 600) throw new Error('sends still in flight');
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    const before = (await (await fetch(`http://127.0.0.1:${sandboxPort}/__sandbox/sends`)).json() as Json).data as { to: string }[];
+    const owed = (await get()).stats;
+    expect(owed.read).toBeLessThanOrEqual(owed.sent - 10); // callbacks still owed when the service stops
     server.child.kill('SIGTERM');
     expect(await server.exited).toEqual({ code: 0, signal: null });
     server = startServer(env);
     await waitForHttp(`${base}/healthz`, server, 120_000);
+    expect((await post(`${api}/campaigns/${campaign.id}/resume`, {})).status).toBe(200);
 
     let final: Json;
     for (let i = 0; ; i++) {
@@ -80,7 +98,7 @@ describe('embedded default restarted mid-campaign', () => {
     const stuck = await (await fetch(`${api}/messages?campaign_id=${campaign.id}&status=sent&limit=1`, { headers: auth })).json() as Json;
     expect(stuck.pagination.total_items).toBe(0);
     // Exactly once each, as the upstream saw it.
-    const sends = (await (await fetch(`http://127.0.0.1:${sandboxPort}/__sandbox/sends`)).json() as Json).data as { to: string }[];
+    const sends = [...before, ...(await (await fetch(`http://127.0.0.1:${sandboxPort}/__sandbox/sends`)).json() as Json).data as { to: string }[]];
     const digits = new Set(phones.map((p) => p.replace('+', '')));
     const counts = new Map<string, number>();
     for (const s of sends) { const d = s.to.replace('+', ''); if (digits.has(d)) counts.set(d, (counts.get(d) ?? 0) + 1); }
