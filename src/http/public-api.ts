@@ -117,10 +117,9 @@ export function installPublicApiHooks(app: FastifyInstance, deps: PublicApiDeps)
     return payload;
   });
 
-  // A request that dies without a response (client gone, crash in a stream) must not hold its key.
-  app.addHook('onRequestAbort', async (request) => {
-    if (request.idempotencyKey) await deps.idempotency.release(request.auth.tenantId, request.idempotencyKey);
-  });
+  // A client that goes away does not release its key: the handler runs on (a send may be on its way
+  // to the upstream), and onSend settles the key when it ends. A process that dies leaves its key
+  // to be taken over (process liveness).
 }
 
 /** Counts the request once; sends the 429 and answers true when a window is spent. */

@@ -66,7 +66,8 @@ export function outcomeOfError(error: UpstreamError, attempt = 0): FailureOutcom
  * (RETRY→RCPT, RETRY→REQ), a recipient failure otherwise.
  */
 export function exhausted(outcome: Extract<SendOutcome, { kind: 'retry_later' }>): FailureOutcome {
-  const error: UpstreamError = outcome.error ?? { httpStatus: null, code: 0, subcode: null, title: outcome.reason, details: null, fbtraceId: null, errorClass: 'recipient' };
+  // No upstream code (a connection refused, a 5xx without a body): -1, never a catalog code.
+  const error: UpstreamError = outcome.error ?? { httpStatus: null, code: -1, subcode: null, title: outcome.reason, details: null, fbtraceId: null, errorClass: 'recipient' };
   const after = lookupErrorCode(error.code)?.exhaustedClass;
   return after === 'bad_request' ? { kind: 'request_invalid', error } : { kind: 'recipient_failed', error };
 }
@@ -77,7 +78,7 @@ export function isThrottle(outcome: SendOutcome): boolean {
 }
 
 /** Connection failures that happen before a request is written: the upstream never saw it. */
-const NOT_SENT_NETWORK = /^network: (ECONNREFUSED|ENOTFOUND|EAI_AGAIN|EHOSTUNREACH|ENETUNREACH|UND_ERR_CONNECT_TIMEOUT|UND_ERR_DESTROYED)$/;
+const NOT_SENT_NETWORK = /^network: (ECONNREFUSED|ENOTFOUND|EAI_AGAIN|EHOSTUNREACH|ENETUNREACH|UND_ERR_CONNECT_TIMEOUT)$/;
 
 /** The synchronous answer to a send. */
 export function outcomeOfSend(result: UpstreamOutcome<SendTemplateResult>, attempt = 0): SendOutcome {
@@ -96,12 +97,19 @@ export function outcomeOfSend(result: UpstreamOutcome<SendTemplateResult>, attem
       if (result.reason.startsWith('network: ') && !NOT_SENT_NETWORK.test(result.reason)) return { kind: 'unknown', reason: `connection lost (${result.reason.slice(9)})` };
       return { kind: 'retry_later', error: null, retryAfterMs: result.retryAfterMs, reason: result.reason };
     case 'rejected':
+      // A 2xx the client could not read: the upstream may well have taken the message.
+      if (result.error.code === -1 && result.error.httpStatus !== null && result.error.httpStatus < 300) return { kind: 'unknown', reason: result.error.title };
       return outcomeOfError(result.error, attempt);
   }
 }
 
-/** A `failed` status callback's error, as an outcome (its title and code come from the callback). */
+/**
+ * A `failed` status callback's error, as an outcome (its title and code come from the callback).
+ * A callback without a usable code (read as 0) is a recipient failure: never Meta's code 0, which
+ * would stop the whole account.
+ */
 export function outcomeOfCallbackFailure(code: number, title: string, attempt = 0): FailureOutcome {
+  if (code === 0) return { kind: 'recipient_failed', error: { httpStatus: null, code, subcode: null, title, details: null, fbtraceId: null, errorClass: 'recipient' } };
   const info = lookupErrorCode(code);
   const error: UpstreamError = {
     httpStatus: null, code, subcode: null, title, details: null, fbtraceId: null,

@@ -308,7 +308,8 @@ export class CampaignDispatcher {
     let stop: FailureOutcome | null = null;
     let rateLimited = false;
     const now = Date.now();
-    const fail = (id: string, outcome: FailureOutcome) => outcomes.failed.push({ id, code: outcome.error!.code, title: outcome.error!.title });
+    // -1: no upstream code at all (stored as none, the errors summary's `unknown`).
+    const fail = (id: string, outcome: FailureOutcome) => outcomes.failed.push({ id, code: outcome.error!.code < 0 ? null : outcome.error!.code, title: outcome.error!.title });
     for (const { send, outcome } of results) {
       if (!outcome) { outcomes.unsent.push({ id: send.id }); continue; }
       switch (outcome.kind) {
@@ -345,7 +346,13 @@ export class CampaignDispatcher {
     if (rateLimited) await this.pacer.penalise(campaign.phone_number_id!);
     const failed = await this.db.transaction().execute(async (tx) => {
       await campaignQueue.recordOutcomes(tx, outcomes);
-      return stop ? applyStop(tx, campaign.tenant_id, stop, campaign.template_id) : [];
+      if (!stop) return [];
+      // No Graph error at all (a proxy's page, a wrong UPSTREAM_BASE_URL): this campaign stops, the account is not known to be at fault.
+      if (stop.kind === 'account_stopped' && !stop.accountStatus) {
+        const row = await campaignQueue.failIn(tx, campaign.id, `Upstream error ${stop.error.code}: ${stop.error.title}`, stop.error.code);
+        return row ? [row] : [];
+      }
+      return applyStop(tx, campaign.tenant_id, stop, campaign.template_id);
     });
     countOutcomes(outcomes);
     for (const row of failed) this.logger?.warn({ campaign_id: row.id, tenant_id: row.tenant_id, reason: row.failure_reason }, 'campaign failed');

@@ -5,6 +5,8 @@ import { messageMatcher, namedMessageIds, type StatusUpdate } from '../messages/
 import { recordCounterMoves } from './campaigns.repository.ts';
 import { applyStop } from './upstream-stops.ts';
 
+const STALE_MARGIN_MS = 2000;
+
 export interface RetryPolicy {
   /** Retryable answers before a recipient fails (CAMPAIGN_MAX_ATTEMPTS). */
   maxAttempts: number;
@@ -22,6 +24,7 @@ interface FailedRow {
   recipient_status: string | null;
   attempts: number | null;
   defers: number | null;
+  attempted_at: Date | null;
   retry_deferred: boolean | null;
   campaign_status: string | null;
 }
@@ -39,9 +42,12 @@ interface FailedRow {
 export async function settleCallbackFailures(tx: Tx, tenantId: string, updates: StatusUpdate[], policy: RetryPolicy): Promise<StatusUpdate[]> {
   const failures = updates.filter((u) => u.status === 'failed');
   if (failures.length === 0) return updates;
+  // Every message the batch names is locked here, in id order, before any recipient, template or
+  // campaign row: the order the dispatcher's record() takes them in (no deadlock between the two).
   const { rows } = await sql<FailedRow>`
-    ${namedMessageIds(failures)}
-    SELECT m.id, m.upstream_message_id, m.campaign_id, m.template_id, r.status AS recipient_status, r.attempts, r.defers, c.retry_deferred, c.status AS campaign_status
+    ${namedMessageIds(updates)}
+    SELECT m.id, m.upstream_message_id, m.campaign_id, m.template_id, r.status AS recipient_status, r.attempts, r.defers, r.attempted_at,
+      c.retry_deferred, c.status AS campaign_status
     FROM ids JOIN messages m ON m.id = ids.id
     LEFT JOIN campaign_recipients r ON r.id = m.id
     LEFT JOIN campaigns c ON c.id = m.campaign_id
@@ -51,15 +57,22 @@ export async function settleCallbackFailures(tx: Tx, tenantId: string, updates: 
 
   const dropped = new Set<StatusUpdate>();
   const again: { id: string; next: 'pending' | 'deferred'; at: Date; defer: number; code: number; title: string }[] = [];
-  const stops: { outcome: FailureOutcome; templateId: string | null }[] = [];
+  const stops: { outcome: FailureOutcome; templateId: string | null; at: Date }[] = [];
   const now = Date.now();
   for (const u of failures) {
     const row = rowOf(u);
     if (!row) continue;
     const code = u.error?.code ?? 0;
     const title = u.error?.title ?? 'Unknown failure';
+    // A failure of an earlier attempt (Meta redelivers, out of order, for days) while the next one
+    // is on its way matches the row by our id: it is stale, and must not send the recipient again.
+    // Status timestamps are whole seconds, hence the margin.
+    if (row.attempted_at && u.timestamp.getTime() < row.attempted_at.getTime() - STALE_MARGIN_MS) {
+      dropped.add(u);
+      continue;
+    }
     const outcome = outcomeOfCallbackFailure(code, title, Math.max(0, (row.attempts ?? 1) - 1));
-    if (outcome.kind === 'template_stopped' || outcome.kind === 'account_stopped') stops.push({ outcome, templateId: row.template_id });
+    if (outcome.kind === 'template_stopped' || outcome.kind === 'account_stopped') stops.push({ outcome, templateId: row.template_id, at: u.timestamp });
     // A campaign that has ended (a late failure of its last sends) sends nothing more: the failure stands.
     if (!row.campaign_id || row.recipient_status === null || (row.campaign_status !== 'RUNNING' && row.campaign_status !== 'PAUSED')) continue;
     if (row.recipient_status === 'pending' || row.recipient_status === 'deferred' || again.some((a) => a.id === row.id)) {
@@ -77,21 +90,29 @@ export async function settleCallbackFailures(tx: Tx, tenantId: string, updates: 
 
   if (again.length > 0) {
     const values = sql.join(again.map((a) => sql`(${a.id}::uuid, ${a.next}::text, ${a.at}::timestamptz, ${a.defer}::int, ${a.code}::int, ${a.title.slice(0, 500)}::text)`));
-    const { rows: moved } = await sql<{ campaign_id: string; old: string; status: string }>`
+    const { rows: moved } = await sql<{ id: string; campaign_id: string; old: string; status: string }>`
       WITH v(id, next, at, defer, code, title) AS (VALUES ${values}),
       old AS (SELECT r.id, r.status FROM campaign_recipients r JOIN v ON v.id = r.id ORDER BY r.id FOR UPDATE OF r)
       UPDATE campaign_recipients r SET status = v.next, not_before = v.at, defers = r.defers + v.defer, lease_until = NULL, message_id = NULL,
         error_code = v.code, error_title = v.title, updated_at = now()
       FROM v, old WHERE r.id = v.id AND old.id = v.id AND old.status NOT IN ('failed', 'skipped')
-      RETURNING r.campaign_id, old.status AS old, r.status`.execute(tx);
+      RETURNING r.id, r.campaign_id, old.status AS old, r.status`.execute(tx);
     await recordCounterMoves(tx, moved.map((m) => ({ campaignId: m.campaign_id, from: m.old, to: m.status })));
     // The next attempt starts from a clean message row (its upstream id is set by that attempt).
-    await sql`
+    if (moved.length > 0) await sql`
       UPDATE messages SET status = 'accepted', status_rank = 0, upstream_message_id = NULL, sent_at = NULL, delivered_at = NULL, read_at = NULL,
         failed_at = NULL, error_code = NULL, error_title = NULL, updated_at = now()
-      WHERE tenant_id = ${tenantId} AND id = ANY(${again.map((a) => a.id)}::uuid[])`.execute(tx);
+      WHERE tenant_id = ${tenantId} AND id = ANY(${moved.map((m) => m.id)}::uuid[])`.execute(tx);
   }
-  for (const stop of stops) await applyStop(tx, tenantId, stop.outcome, stop.templateId);
+  for (const stop of stops) {
+    // An account stop older than the account's connection (Meta redelivering an old failure after
+    // an operator fixed the account) is stale.
+    if (stop.outcome.kind === 'account_stopped') {
+      const account = await tx.selectFrom('business_accounts').select('connected_at').where('tenant_id', '=', tenantId).executeTakeFirst();
+      if (account && stop.at.getTime() < account.connected_at.getTime() - STALE_MARGIN_MS) continue;
+    }
+    await applyStop(tx, tenantId, stop.outcome, stop.templateId);
+  }
   // Other statuses of a resent attempt in the same batch (its `sent` before the failure) go with it.
   const settled = new Set([...dropped].map((u) => u.upstreamMessageId));
   return settled.size === 0 ? updates : updates.filter((u) => !settled.has(u.upstreamMessageId));

@@ -5,7 +5,7 @@ import { recordTransition } from './campaigns.service.ts';
 import { recordEvents, type NewEvent } from '../../events/events.ts';
 import { refusedEvent, STATUS_RANK as MESSAGE_STATUS_RANK } from '../messages/messages.statuses.ts';
 
-type RefusedRow = Parameters<typeof refusedEvent>[0] & { tenant_id: string; error_code: number; error_title: string };
+type RefusedRow = Parameters<typeof refusedEvent>[0] & { tenant_id: string; error_code: number | null; error_title: string };
 
 /**
  * The recipient rows as the dispatcher's work queue (ARCHITECTURE 5). A recipient is claimed
@@ -147,7 +147,7 @@ export const campaignQueue = {
    */
   async recordOutcomes(tx: Tx, outcomes: {
     accepted?: { id: string; wamid: string; held?: boolean }[];
-    failed?: { id: string; code: number; title: string }[];
+    failed?: { id: string; code: number | null; title: string }[];
     retry?: { id: string; retryAt: Date }[];
     deferred?: { id: string; retryAt: Date }[];
     unknown?: { id: string; reconcileAt: Date }[];
@@ -222,11 +222,14 @@ export const campaignQueue = {
     return moves;
   },
 
-  /** Deferred recipients whose day has passed go back to pending, to be claimed like any other. */
+  /**
+   * Deferred recipients whose day has passed go back to pending, to be claimed like any other; the
+   * deferred attempt is given back (deferrals have their own limit, not CAMPAIGN_MAX_ATTEMPTS).
+   */
   async releaseDeferred(db: Db, onlyTenants?: string[], limit = 1000): Promise<number> {
     return db.transaction().execute(async (tx) => {
       const { rows } = await sql<{ campaign_id: string }>`
-        UPDATE campaign_recipients r SET status = 'pending', updated_at = now()
+        UPDATE campaign_recipients r SET status = 'pending', attempts = greatest(r.attempts - 1, 0), updated_at = now()
         WHERE r.id IN (
           SELECT d.id FROM campaign_recipients d
           WHERE d.status = 'deferred' AND d.not_before <= now() AND ${tenantFilter('d', onlyTenants)}
@@ -286,14 +289,17 @@ export const campaignQueue = {
 
   /** RUNNING -> FAILED with the reason (campaign.failed carries it). */
   async fail(db: Db, campaignId: string, reason: string, code: number | null = null): Promise<CampaignRow | undefined> {
-    return db.transaction().execute(async (tx) => {
-      await foldCounterMoves(tx, [campaignId]);
-      const row = await tx.updateTable('campaigns').set({ status: 'FAILED', failure_reason: reason.slice(0, 500), completed_at: new Date(), updated_at: new Date() })
-        .where('id', '=', campaignId).where('status', '=', 'RUNNING')
-        .returningAll().executeTakeFirst();
-      if (row) await recordTransition(tx, row, 'fail', { reason, error_code: code });
-      return row;
-    });
+    return db.transaction().execute((tx) => campaignQueue.failIn(tx, campaignId, reason, code));
+  },
+
+  /** fail() inside the caller's transaction. */
+  async failIn(tx: Tx, campaignId: string, reason: string, code: number | null = null): Promise<CampaignRow | undefined> {
+    await foldCounterMoves(tx, [campaignId]);
+    const row = await tx.updateTable('campaigns').set({ status: 'FAILED', failure_reason: reason.slice(0, 500), completed_at: new Date(), updated_at: new Date() })
+      .where('id', '=', campaignId).where('status', '=', 'RUNNING')
+      .returningAll().executeTakeFirst();
+    if (row) await recordTransition(tx, row, 'fail', { reason, error_code: code });
+    return row;
   },
 
   /**

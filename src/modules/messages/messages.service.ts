@@ -113,7 +113,7 @@ export class MessagesService {
       // The upstream took it (its answer, or a callback since): the original answer, never a second send.
       if (previous.upstream_message_id) return this.completeKeyed(tenantId, earlier, previous.upstream_message_id);
       // Refused in its answer (the request died before its key kept the refusal): the same refusal.
-      if (previous.status === 'failed') throw this.refusalError(earlier, outcomeOfCallbackFailure(previous.error_code ?? 0, previous.error_title ?? 'Unknown failure'));
+      if (previous.status === 'failed') throw this.refusalError(earlier, outcomeOfCallbackFailure(previous.error_code ?? 0, previous.error_title ?? 'Unknown failure') /* no code: a recipient failure */);
       const until = (previous.attempted_at ?? previous.created_at).getTime() + this.reconcileMs;
       if (Date.now() < until) {
         const pending = new AppError('CONFLICT', 'The earlier request with this Idempotency-Key may have reached the messaging platform and its outcome is not known yet; retry after Retry-After (nothing is sent twice)');

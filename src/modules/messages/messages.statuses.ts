@@ -26,7 +26,8 @@ export interface AppliedStatus {
   contactId: string | null;
   campaignId: string | null;
   templateName: string;
-  error: { code: number; title: string } | null;
+  /** The upstream code (null: the failure came with none) and title. */
+  error: { code: number | null; title: string } | null;
 }
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
@@ -151,7 +152,7 @@ export function statusEventData(a: AppliedStatus) {
  * way): with no upstream id, our id names the message (GET /messages/{id} takes either).
  */
 export function refusedEvent(row: { id: string; upstream_message_id: string | null; to_phone: string; contact_id: string | null; campaign_id: string | null; template_name: string },
-  error: { code: number; title: string }, at = new Date()): NewEvent {
+  error: { code: number | null; title: string }, at = new Date()): NewEvent {
   return {
     type: 'message.failed',
     data: statusEventData({
