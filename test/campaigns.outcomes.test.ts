@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { call, eventually } from './helpers/app.ts';
-import { createApprovedTemplate, createConnectedTenant, eventsOf, sandboxControl, startUpstreamApp, type UpstreamTenant, type UpstreamTestApp } from './helpers/upstream.ts';
+import { createApprovedTemplate, createConnectedTenant, eventsOf, postCallback, sandboxControl, startUpstreamApp, statusCallback, type UpstreamTenant, type UpstreamTestApp } from './helpers/upstream.ts';
 import { CAMPAIGN_ENV, createContacts, runCampaignWorkers, someContacts, uniqueTag } from './helpers/campaigns.ts';
 
 /**
@@ -53,19 +53,22 @@ describe('campaigns: every upstream answer through the outcome model', () => {
     }
   });
 
-  it('a retry-later code by callback puts the recipient back to pending, sends it again, and emits no message.failed', { timeout: 60_000 }, async () => {
+  it('a retry-later code by callback puts the recipient back to pending, sends it again, and emits no message.failed; a redelivered failure of an earlier attempt is stale', { timeout: 60_000 }, async () => {
     const tenant = await createConnectedTenant(t.app);
     const workers = runCampaignWorkers(t, [tenant.id]);
+    let flaky = '';
+    let id = '';
+    let waiting: Awaited<ReturnType<typeof recipient>>;
     try {
       const template = await createApprovedTemplate(t.app, tenant);
       const tag = uniqueTag();
       const contacts = await createContacts(t, tenant, someContacts(3, { tags: [tag] }));
-      const flaky = contacts[0].phone;
+      flaky = contacts[0].phone;
       await rule(flaky, 'fail', { error_code: 131000 });
-      const id = await campaignOf(tenant, template.id, tag);
+      id = await campaignOf(tenant, template.id, tag);
       await call(t.app, tenant, 'POST', `/campaigns/${id}/send`);
       // As a synchronous 131000: back to pending at its retry delay, the code kept for the listing.
-      const waiting = await eventually(async () => {
+      waiting = await eventually(async () => {
         const r = await recipient(id, flaky);
         return r.status === 'pending' && r.attempts === 1 ? r : null;
       }, 20_000);
@@ -80,6 +83,23 @@ describe('campaigns: every upstream answer through the outcome model', () => {
     } finally {
       await workers.stop();
     }
+    // Meta redelivers the first attempt's failure while a next attempt is on its way (its row has no
+    // upstream id yet, so the callback matches by our id): stale, it must not send the recipient again.
+    const [first] = await sendsTo(flaky);
+    const row = await recipient(id, flaky);
+    await t.deps.db.updateTable('campaigns').set({ status: 'RUNNING' }).where('id', '=', id).execute();
+    await t.deps.db.updateTable('campaign_recipients').set({ status: 'sending', attempted_at: new Date() }).where('id', '=', row.id).execute();
+    await t.deps.db.updateTable('messages').set({ upstream_message_id: null, status: 'accepted', status_rank: 0 }).where('id', '=', row.id).execute();
+    const failure = (at: number) => statusCallback(tenant.phoneNumberId, [{
+      id: first.message_id, status: 'failed', timestamp: String(Math.floor(at / 1000)), recipient_id: flaky.slice(1), biz_opaque_callback_data: row.id,
+      errors: [{ code: 131000, title: 'Something went wrong' }],
+    }]);
+    expect((await postCallback(t.app, failure(waiting.attempted_at!.getTime()))).statusCode).toBe(200);
+    expect(await recipient(id, flaky)).toMatchObject({ status: 'sending' });
+    // The same failure dated after the attempt is this attempt's: back to pending.
+    expect((await postCallback(t.app, failure(Date.now() + 1000))).statusCode).toBe(200);
+    expect(await recipient(id, flaky)).toMatchObject({ status: 'pending' });
+    await t.deps.db.updateTable('campaigns').set({ status: 'STOPPED' }).where('id', '=', id).execute();
   });
 
   it('a recipient Meta deferred (131049) waits as deferred, is retried after CAMPAIGN_DEFER_MS and sent; the campaign completes only then', { timeout: 60_000 }, async () => {

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { adminHeaders, call, eventually, uniquePhone } from './helpers/app.ts';
-import { createApprovedTemplate, createConnectedTenant, eventsOf, sandboxControl, startUpstreamApp, type UpstreamTestApp } from './helpers/upstream.ts';
+import { createApprovedTemplate, createConnectedTenant, eventsOf, postCallback, sandboxControl, startUpstreamApp, statusCallback, type UpstreamTestApp } from './helpers/upstream.ts';
 
 const bodyParams = (...texts: string[]) => [{ type: 'body', parameters: texts.map((text) => ({ type: 'text', text })) }];
 
@@ -158,6 +158,20 @@ describe('single sends: every upstream answer through the outcome model', () => 
     await sandboxControl(t.sandbox!, 'POST', '/__sandbox/templates/unpause', { name: template.template_name, language: 'en', waba_id: tenant.wabaId });
     // Approved again by callback: sends go out.
     await eventually(async () => (await t.deps.db.selectFrom('templates').select('status').where('id', '=', template.id).executeTakeFirstOrThrow()).status === 'approved');
+    expect((await call(t.app, tenant, 'POST', '/messages/template', { to: uniquePhone(), template_name: template.template_name, components: bodyParams('a', 'b') })).statusCode).toBe(200);
+  });
+
+  it('a failed callback without a code fails its message only: it is never read as Meta\'s code 0 (which stops the account)', async () => {
+    const tenant = await createConnectedTenant(t.app);
+    const template = await createApprovedTemplate(t.app, tenant);
+    const to = uniquePhone();
+    await rule(to, 'no_read');
+    const sent = (await call(t.app, tenant, 'POST', '/messages/template', { to, template_name: template.template_name, components: bodyParams('a', 'b') })).json();
+    const posted = await postCallback(t.app, statusCallback(tenant.phoneNumberId, [{ id: sent.message_id, status: 'failed', timestamp: String(Math.floor(Date.now() / 1000) + 5), recipient_id: to.slice(1) }]));
+    expect(posted.statusCode).toBe(200);
+    await eventually(async () => (await messageRow(tenant.id, to))?.status === 'failed');
+    const account = await t.app.inject({ method: 'GET', url: `/admin/v1/tenants/${tenant.id}/business-account`, headers: adminHeaders });
+    expect(account.json().status).toBe('active');
     expect((await call(t.app, tenant, 'POST', '/messages/template', { to: uniquePhone(), template_name: template.template_name, components: bodyParams('a', 'b') })).statusCode).toBe(200);
   });
 });
