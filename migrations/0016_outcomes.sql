@@ -24,8 +24,9 @@ ALTER TABLE campaign_recipients ADD CONSTRAINT campaign_recipients_status_check
   CHECK (status IN ('pending', 'sending', 'held', 'deferred', 'skipped', 'sent', 'delivered', 'read', 'failed'));
 ALTER TABLE campaign_recipients ADD COLUMN defers integer NOT NULL DEFAULT 0;
 ALTER TABLE campaign_recipients ADD COLUMN skip_reason text;
--- Deferred recipients come back to pending when their not_before passes.
-CREATE INDEX campaign_recipients_deferred ON campaign_recipients (not_before) WHERE status = 'deferred';
+-- Deferred recipients come back to pending when their not_before passes; held ones count as sent
+-- once it passes without word from the upstream (CAMPAIGN_HOLD_MS).
+CREATE INDEX campaign_recipients_waiting ON campaign_recipients (not_before) WHERE status IN ('deferred', 'held');
 
 ALTER TABLE campaigns ADD COLUMN paused_reason text;
 ALTER TABLE campaigns ADD COLUMN retry_deferred boolean NOT NULL DEFAULT true;

@@ -86,6 +86,7 @@ export interface Config {
   campaignMaxAttempts: number;
   campaignDeferMs: number;
   campaignDeferAttempts: number;
+  campaignHoldMs: number;
   /** How far ahead a phone number's send slots are handed out; how fast a rate halved by 130429 recovers. */
   pacingHorizonMs: number;
   pacingRecoveryMs: number;
@@ -221,6 +222,8 @@ function campaignWorkerConfig(env: Env) {
     // Meta's per-user marketing cap (131049): try again no sooner than a day later, a few times.
     campaignDeferMs: Math.max(1, int(env, 'CAMPAIGN_DEFER_MS', 86_400_000)),
     campaignDeferAttempts: Math.max(0, int(env, 'CAMPAIGN_DEFER_ATTEMPTS', 3)),
+    // Template pacing holds a message for hours; one never released (a lost callback) counts as sent after this.
+    campaignHoldMs: Math.max(1, int(env, 'CAMPAIGN_HOLD_MS', 172_800_000)),
     pacingHorizonMs: horizon,
     pacingRecoveryMs: int(env, 'PACING_RECOVERY_MS', 5000),
   };

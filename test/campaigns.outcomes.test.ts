@@ -10,7 +10,7 @@ import { CAMPAIGN_ENV, createContacts, runCampaignWorkers, someContacts, uniqueT
 describe('campaigns: every upstream answer through the outcome model', () => {
   let t: UpstreamTestApp;
   beforeAll(async () => {
-    t = await startUpstreamApp({ ...CAMPAIGN_ENV, RATE_LIMIT_PER_MINUTE: '100000', CAMPAIGN_DEFER_MS: '1500', CAMPAIGN_DEFER_ATTEMPTS: '2' });
+    t = await startUpstreamApp({ ...CAMPAIGN_ENV, RATE_LIMIT_PER_MINUTE: '100000', CAMPAIGN_DEFER_MS: '1500', CAMPAIGN_DEFER_ATTEMPTS: '2', CAMPAIGN_HOLD_MS: '4000' });
   });
   afterAll(async () => { await t?.close(); });
 
@@ -263,6 +263,26 @@ describe('campaigns: every upstream answer through the outcome model', () => {
       expect(account.status).toBe('restricted');
       expect(account.status_reason).toMatch(/131031/);
       expect(await recipient(id, contacts[0].phone)).toMatchObject({ status: 'failed', error_code: 131031 });
+    } finally {
+      await workers.stop();
+    }
+  });
+
+  it('a held recipient never released (a lost callback) counts as sent after CAMPAIGN_HOLD_MS, and its campaign completes', { timeout: 60_000 }, async () => {
+    const tenant = await createConnectedTenant(t.app);
+    const workers = runCampaignWorkers(t, [tenant.id]);
+    try {
+      const template = await createApprovedTemplate(t.app, tenant);
+      const tag = uniqueTag();
+      const [held] = await createContacts(t, tenant, someContacts(1, { tags: [tag] }));
+      await rule(held.phone, 'held', { then: 'release', hold_ms: 600_000 });
+      const id = await campaignOf(tenant, template.id, tag);
+      await call(t.app, tenant, 'POST', `/campaigns/${id}/send`);
+      await eventually(async () => (await recipient(id, held.phone)).status === 'held', 20_000);
+      expect((await getCampaign(tenant, id)).status).toBe('RUNNING');
+      const done = await completed(tenant, id);
+      expect(done.stats).toMatchObject({ total: 1, sent: 1, held: 0, pending: 0 });
+      expect((await recipient(id, held.phone)).status).toBe('sent');
     } finally {
       await workers.stop();
     }

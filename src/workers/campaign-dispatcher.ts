@@ -36,6 +36,8 @@ export interface CampaignDispatcherOptions {
   deferMs?: number;
   /** ...at most this many times, then fails (CAMPAIGN_DEFER_ATTEMPTS; default 3). */
   deferAttempts?: number;
+  /** A held recipient with no word from the upstream this long after its send counts as sent (CAMPAIGN_HOLD_MS; default two days). */
+  holdMs?: number;
   /** Only these tenants' campaigns (tests that share one database run their own dispatchers). */
   onlyTenants?: string[];
 }
@@ -93,8 +95,8 @@ export class CampaignDispatcher {
     if (Date.now() - this.lastReconcile >= Math.min(1000, this.options.reconcileMs)) {
       this.lastReconcile = Date.now();
       handled += await campaignQueue.reconcileExpired(this.db, this.options.reconcileMs, this.options.onlyTenants);
-      // Deferred recipients whose wait is over go back to pending.
-      handled += await campaignQueue.releaseDeferred(this.db, this.options.onlyTenants);
+      // Deferred recipients whose wait is over go back to pending; held ones never released count as sent.
+      handled += await campaignQueue.releaseWaiting(this.db, this.options.onlyTenants);
     }
     const campaigns = await campaignQueue.running(this.db, 16, this.options.onlyTenants);
     await campaignQueue.touch(this.db, campaigns.map((c) => c.id));
@@ -315,7 +317,7 @@ export class CampaignDispatcher {
       switch (outcome.kind) {
         case 'accepted':
         case 'held':
-          outcomes.accepted.push({ id: send.id, wamid: outcome.messageId, held: outcome.kind === 'held' });
+          outcomes.accepted.push({ id: send.id, wamid: outcome.messageId, ...(outcome.kind === 'held' ? { heldUntil: new Date(now + (this.options.holdMs ?? 2 * DAY_MS)) } : {}) });
           break;
         case 'unknown':
           // The send may have reached the upstream: callbacks decide within the reconciliation window.

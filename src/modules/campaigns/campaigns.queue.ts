@@ -146,7 +146,8 @@ export const campaignQueue = {
    * as they were, without the message row written for the attempt.
    */
   async recordOutcomes(tx: Tx, outcomes: {
-    accepted?: { id: string; wamid: string; held?: boolean }[];
+    /** `heldUntil`: WhatsApp holds it (template pacing); counted sent after then without word. */
+    accepted?: { id: string; wamid: string; heldUntil?: Date }[];
     failed?: { id: string; code: number | null; title: string }[];
     retry?: { id: string; retryAt: Date }[];
     deferred?: { id: string; retryAt: Date }[];
@@ -162,18 +163,19 @@ export const campaignQueue = {
     await sql`SELECT id FROM messages WHERE id = ANY(${ids}::uuid[]) ORDER BY id FOR UPDATE`.execute(tx);
     await sql`SELECT id FROM campaign_recipients WHERE id = ANY(${ids}::uuid[]) ORDER BY id FOR UPDATE`.execute(tx);
     if (accepted.length > 0) {
-      const values = sql.join(accepted.map((a) => sql`(${a.id}::uuid, ${a.wamid}::text, ${a.held ? 'held' : 'sent'}::text)`));
+      const values = sql.join(accepted.map((a) => sql`(${a.id}::uuid, ${a.wamid}::text, ${a.heldUntil ? 'held' : 'sent'}::text, ${a.heldUntil ?? null}::timestamptz)`));
       // A callback that already sent the recipient back for another attempt (retry later, deferred)
       // settled this one: its upstream id must not stand in for the next attempt's.
       await sql`
         UPDATE messages m SET upstream_message_id = v.wamid, updated_at = now()
-        FROM (VALUES ${values}) v(id, wamid, next) WHERE m.id = v.id AND m.upstream_message_id IS NULL
+        FROM (VALUES ${values}) v(id, wamid, next, until) WHERE m.id = v.id AND m.upstream_message_id IS NULL
           AND NOT EXISTS (SELECT 1 FROM campaign_recipients r WHERE r.id = v.id AND r.status IN ('pending', 'deferred'))`.execute(tx);
       const { rows } = await sql<{ campaign_id: string; old: string; status: string }>`
-        WITH v(id, wamid, next) AS (VALUES ${values}),
+        WITH v(id, wamid, next, until) AS (VALUES ${values}),
         old AS (SELECT r.id, r.status FROM campaign_recipients r JOIN v ON v.id = r.id)
         UPDATE campaign_recipients r SET message_id = v.wamid, lease_until = NULL, updated_at = now(),
-          status = CASE WHEN old.status = 'sending' THEN v.next ELSE r.status END
+          status = CASE WHEN old.status = 'sending' THEN v.next ELSE r.status END,
+          not_before = CASE WHEN old.status = 'sending' AND v.next = 'held' THEN v.until ELSE r.not_before END
         FROM v, old WHERE r.id = v.id AND old.id = v.id AND old.status NOT IN ('pending', 'deferred')
         RETURNING r.campaign_id, old.status AS old, r.status`.execute(tx);
       for (const r of rows) moves.push({ campaignId: r.campaign_id, from: r.old, to: r.status });
@@ -223,19 +225,22 @@ export const campaignQueue = {
   },
 
   /**
-   * Deferred recipients whose day has passed go back to pending, to be claimed like any other; the
-   * deferred attempt is given back (deferrals have their own limit, not CAMPAIGN_MAX_ATTEMPTS).
+   * Recipients whose wait is over: deferred ones go back to pending, to be claimed like any other
+   * (the deferred attempt is given back: deferrals have their own limit, not CAMPAIGN_MAX_ATTEMPTS);
+   * held ones with no word from the upstream by then count as sent (WhatsApp took them; a later
+   * callback still moves them on), so a lost release never keeps a campaign running.
    */
-  async releaseDeferred(db: Db, onlyTenants?: string[], limit = 1000): Promise<number> {
+  async releaseWaiting(db: Db, onlyTenants?: string[], limit = 1000): Promise<number> {
     return db.transaction().execute(async (tx) => {
-      const { rows } = await sql<{ campaign_id: string }>`
-        UPDATE campaign_recipients r SET status = 'pending', attempts = greatest(r.attempts - 1, 0), updated_at = now()
+      const { rows } = await sql<{ campaign_id: string; status: string }>`
+        UPDATE campaign_recipients r SET status = CASE WHEN r.status = 'deferred' THEN 'pending' ELSE 'sent' END,
+          attempts = CASE WHEN r.status = 'deferred' THEN greatest(r.attempts - 1, 0) ELSE r.attempts END, updated_at = now()
         WHERE r.id IN (
           SELECT d.id FROM campaign_recipients d
-          WHERE d.status = 'deferred' AND d.not_before <= now() AND ${tenantFilter('d', onlyTenants)}
+          WHERE d.status IN ('deferred', 'held') AND d.not_before <= now() AND ${tenantFilter('d', onlyTenants)}
           ORDER BY d.not_before LIMIT ${limit} FOR UPDATE SKIP LOCKED)
-        RETURNING r.campaign_id`.execute(tx);
-      await recordCounterMoves(tx, rows.map((r) => ({ campaignId: r.campaign_id, from: 'deferred', to: 'pending' })));
+        RETURNING r.campaign_id, r.status`.execute(tx);
+      await recordCounterMoves(tx, rows.map((r) => ({ campaignId: r.campaign_id, from: r.status === 'pending' ? 'deferred' : 'held', to: r.status })));
       return rows.length;
     });
   },
