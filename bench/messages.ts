@@ -20,6 +20,7 @@ import { freePort, startProcess, stopProcess } from './support.ts';
 
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 10);
 const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 64);
+const PACED_RATE = 500;
 
 async function json(url: string, init: RequestInit & { body?: string } = {}): Promise<any> {
   const res = await fetch(url, { ...init, headers: { 'content-type': 'application/json', ...(init.headers ?? {}) } });
@@ -30,13 +31,15 @@ async function json(url: string, init: RequestInit & { body?: string } = {}): Pr
 
 const phones = Array.from({ length: 2000 }, (_, i) => `+1415${String(3_000_000 + i).padStart(7, '0')}`);
 
-async function sendLoad(url: string, headers: Record<string, string>, templateName: string, seconds: number) {
+/** Sends for `seconds` to `sendUrl`, as fast as CONNECTIONS allow or at `overallRate` requests per second. */
+async function sendLoad(sendUrl: string, headers: Record<string, string>, templateName: string, seconds: number, overallRate?: number) {
   let i = 0;
   const result = await autocannon({
-    url: `${url}/api/v1/public/messages/template`,
+    url: sendUrl,
     method: 'POST',
     connections: CONNECTIONS,
     duration: seconds,
+    ...(overallRate ? { overallRate } : {}),
     headers: { ...headers, 'content-type': 'application/json' },
     requests: [{
       method: 'POST',
@@ -54,6 +57,39 @@ async function sendLoad(url: string, headers: Record<string, string>, templateNa
     non_2xx: result.non2xx,
     errors: result.errors,
   };
+}
+
+/**
+ * The bare baseline (bench/servers/bare-sends.ts) in its own process on the same database, Redis and
+ * sandbox, whose callbacks go to it for the while: sends per second, and how many reached read.
+ */
+async function bareBaseline(o: { sandbox: Awaited<ReturnType<typeof createSandbox>>; account: { phone_number_id: string; access_token: string }; tenantId: string; key: string; templateName: string; appSecret: string; database: Awaited<ReturnType<typeof openDatabase>> }) {
+  const port = await freePort();
+  const bareUrl = `http://127.0.0.1:${port}`;
+  const server = await startProcess('bench/servers/bare-sends.ts', {
+    PORT: String(port), UPSTREAM_BASE_URL: o.sandbox.baseUrl, PHONE_NUMBER_ID: o.account.phone_number_id, ACCESS_TOKEN: o.account.access_token,
+    UPSTREAM_APP_SECRET: o.appSecret,
+  }, `${bareUrl}/healthz`);
+  const serviceCallbacks = o.sandbox.state.config.callback_url;
+  o.sandbox.state.config.callback_url = `${bareUrl}/upstream/webhook`;
+  try {
+    const auth = { authorization: `Bearer ${o.key}` };
+    await sendLoad(`${bareUrl}/messages/template`, auth, o.templateName, 2);
+    const started = new Date();
+    const measured = await sendLoad(`${bareUrl}/messages/template`, auth, o.templateName, SECONDS);
+    let counts = { total: 0, read: 0 };
+    for (const drainStarted = Date.now(); Date.now() - drainStarted < 60_000;) {
+      counts = (await sql<{ total: number; read: number }>`
+        SELECT count(*)::int AS total, count(*) FILTER (WHERE status = 'read')::int AS read
+        FROM messages WHERE tenant_id = ${o.tenantId} AND created_at >= ${started} AND upstream_message_id IS NOT NULL`.execute(o.database.db)).rows[0];
+      if (counts.read >= counts.total) break;
+      await new Promise((r) => setTimeout(r, 250));
+    }
+    return { ...measured, ...counts };
+  } finally {
+    o.sandbox.state.config.callback_url = serviceCallbacks;
+    await stopProcess(server);
+  }
 }
 
 export async function run(): Promise<object> {
@@ -76,8 +112,8 @@ export async function run(): Promise<object> {
     const admin = { authorization: `Bearer ${adminToken}` };
     const tenant = await json(`${url}/admin/v1/tenants`, { method: 'POST', headers: admin, body: JSON.stringify({ name: 'bench messages', plan: 'business' }) });
     const key = await json(`${url}/admin/v1/tenants/${tenant.id}/api-keys`, { method: 'POST', headers: admin, body: JSON.stringify({ name: 'bench', preset: 'full_access' }) });
-    await json(`${url}/admin/v1/tenants/${tenant.id}/business-account`, { method: 'PUT', headers: admin,
-      body: JSON.stringify({ waba_id: `7${Date.now()}`, phone_number_id: `6${Date.now()}`, access_token: 'bench-token', messages_per_second: 1000 }) });
+    const account = { waba_id: `7${Date.now()}`, phone_number_id: `6${Date.now()}`, access_token: 'bench-token', messages_per_second: 1000 };
+    await json(`${url}/admin/v1/tenants/${tenant.id}/business-account`, { method: 'PUT', headers: admin, body: JSON.stringify(account) });
     const auth = { authorization: `Bearer ${key.key}` };
     const templateName = `bench_${randomBytes(4).toString('hex')}`;
     const template = await json(`${url}/api/v1/public/templates`, { method: 'POST', headers: auth, body: JSON.stringify({
@@ -100,9 +136,10 @@ export async function run(): Promise<object> {
     // Context: an authenticated, rate-limited one-query read on the same service and machine.
     const baseline = await autocannon({ url: `${url}/api/v1/public/templates/${template.id}`, connections: CONNECTIONS, duration: 3, headers: auth });
 
-    await sendLoad(url, auth, templateName, 2); // warm-up: JIT, pools, caches
+    const sendUrl = `${url}/api/v1/public/messages/template`;
+    await sendLoad(sendUrl, auth, templateName, 2); // warm-up: JIT, pools, caches
     const before = await sql<{ n: number }>`SELECT count(*)::int AS n FROM messages WHERE tenant_id = ${tenant.id}`.execute(database.db);
-    const measured = await sendLoad(url, auth, templateName, SECONDS);
+    const measured = await sendLoad(sendUrl, auth, templateName, SECONDS);
 
     // Callbacks keep flowing after the load stops; wait until every accepted message reached read.
     const drainStarted = Date.now();
@@ -117,6 +154,10 @@ export async function run(): Promise<object> {
     }
     const drainMs = Date.now() - drainStarted;
     const events = (await sql<{ n: number }>`SELECT count(*)::int AS n FROM events WHERE tenant_id = ${tenant.id} AND type LIKE 'message.%'`.execute(database.db)).rows[0].n;
+
+    // Latency at a steady 500 sends/s (the issue's p99 target), then the bare baseline of the same I/O.
+    const paced = await sendLoad(sendUrl, auth, templateName, 5, PACED_RATE);
+    const bare = await bareBaseline({ sandbox, account, tenantId: tenant.id, key: key.key, templateName, appSecret, database });
 
     const ratio = Math.round((measured.sends_per_s / capacity.sendsPerSecond) * 100) / 100;
     const result = {
@@ -142,7 +183,22 @@ export async function run(): Promise<object> {
       messages_sent_or_later: counts.sent_or_later,
       message_status_events: events,
       callback_drain_ms: drainMs,
+      paced_rate_per_s: PACED_RATE,
+      paced_sends_per_s: paced.sends_per_s,
+      paced_p50_ms: paced.p50_ms,
+      paced_p99_ms: paced.p99_ms,
+      paced_non_2xx: paced.non_2xx,
+      bare_sends_per_s: bare.sends_per_s,
+      bare_p50_ms: bare.p50_ms,
+      bare_p99_ms: bare.p99_ms,
+      bare_non_2xx: bare.non_2xx,
+      bare_read_after_drain: bare.read,
+      bare_messages: bare.total,
+      ratio_to_bare: Math.round((measured.sends_per_s / bare.sends_per_s) * 100) / 100,
+      target_ratio_to_bare: 0.6,
+      target_paced_p99_ms: 100,
     };
+    console.log(`messages: bare baseline ${bare.sends_per_s}/s (ratio ${result.ratio_to_bare}, target 0.6); at ${PACED_RATE}/s p99 ${paced.p99_ms} ms (target 100)`);
     console.log(`messages: ${measured.sends_per_s} sends/s through the API (p50 ${measured.p50_ms} ms, p99 ${measured.p99_ms} ms, non-2xx ${measured.non_2xx}) vs sandbox ${capacity.sendsPerSecond}/s = ${ratio} (target 0.5); GET /templates/{id} baseline ${Math.round(baseline.requests.average)}/s; ${counts.read}/${counts.total} read after ${drainMs} ms drain, ${events} status events`);
     return result;
   } finally {
