@@ -1,4 +1,5 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { statementsIssued } from './db/statement-count.ts';
 import { campaignRegistry } from './modules/campaigns/campaigns.metrics.ts';
 
 /** Seconds; from a fast local call to the upstream and webhook timeouts (10 s). */
@@ -64,6 +65,16 @@ export class Metrics {
     name: 'rate_limit_uncounted_requests_total',
     help: 'Public API requests allowed without counting because the rate counter (Redis) did not answer',
     registers: [this.registry],
+  });
+
+  readonly databaseStatements = new Counter({
+    name: 'db_statements_total',
+    help: 'Statements this process has sent to the database',
+    registers: [this.registry],
+    collect() {
+      this.reset();
+      this.inc(statementsIssued());
+    },
   });
 
   /**

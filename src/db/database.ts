@@ -2,6 +2,7 @@ import { join } from 'node:path';
 import { Kysely, PostgresDialect, type Transaction } from 'kysely';
 import { PgliteThreadDialect, startPgliteThread } from './pglite-thread.ts';
 import type { DB } from './schema.ts';
+import { countStatement } from './statement-count.ts';
 
 export type Db = Kysely<DB>;
 export type Tx = Transaction<DB>;
@@ -71,7 +72,7 @@ async function openPostgres(url: string, max: number, connectTimeoutMs: number):
       return result;
     }) as typeof client.query;
   });
-  const db = new Kysely<DB>({ dialect: new PostgresDialect({ pool }) });
+  const db = new Kysely<DB>({ dialect: new PostgresDialect({ pool }), log: countStatement });
   return {
     kind: 'postgres',
     db,
@@ -102,7 +103,7 @@ const PGLITE_SHARED_BUFFERS = '32MB';
  */
 async function openPglite(dir: string): Promise<Database> {
   const thread = startPgliteThread(dir, PGLITE_SHARED_BUFFERS);
-  const db = new Kysely<DB>({ dialect: new PgliteThreadDialect(thread) });
+  const db = new Kysely<DB>({ dialect: new PgliteThreadDialect(thread), log: countStatement });
   return {
     kind: 'pglite',
     db,
