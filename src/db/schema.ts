@@ -39,6 +39,9 @@ export interface BusinessAccountsTable {
   status_reason: string | null;
   messages_per_second: Generated<number>;
   messaging_tier: Generated<string>;
+  /** The portfolio's messaging limit (unique users per window); null: unlimited. */
+  messaging_limit: number | null;
+  messaging_limit_updated_at: Timestamp | null;
   connected_at: ColumnType<Date, Date | string | undefined, Date | string>;
   updated_at: Timestamp | null;
 }
@@ -177,8 +180,16 @@ export interface TemplatesTable {
   rejected_reason: string | null;
   submitted_at: Timestamp | null;
   last_polled_at: Timestamp | null;
+  /** Meta's quality rating: GREEN, YELLOW, RED or UNKNOWN. */
+  quality_score: Generated<string>;
   created_at: CreatedAt;
   updated_at: Timestamp | null;
+}
+
+export interface MessagingLimitUsersTable {
+  tenant_id: string;
+  phone: string;
+  last_at: Timestamp;
 }
 
 export interface MediaTable {
@@ -326,6 +337,7 @@ export interface DB {
   contact_notes: ContactNotesTable;
   contact_followups: ContactFollowupsTable;
   templates: TemplatesTable;
+  messaging_limit_users: MessagingLimitUsersTable;
   media: MediaTable;
   messages: MessagesTable;
   inbound_messages: InboundMessagesTable;

@@ -1,4 +1,5 @@
 import { createHash, createHmac, randomBytes, randomInt } from 'node:crypto';
+import { PHONE_NUMBER_FIELDS, phoneNumberJson } from './account-callbacks.ts';
 import { graphError, statusErrorText, type GraphErrorReply } from './graph-errors.ts';
 import { parseMultipart } from './multipart.ts';
 import { digitsOf } from './sends-log.ts';
@@ -76,9 +77,9 @@ function unknownField(field: string): GraphErrorReply {
   return graphError(100, { title: `Tried accessing nonexisting field (${field}) on node type (WhatsAppBusinessHSM)` });
 }
 
-function pick(json: Obj, fields: string[] | null): Obj {
+function pick(json: Obj, fields: string[] | null, qualityScore = 'UNKNOWN'): Obj {
   if (!fields) return json;
-  const withQuality: Obj = { ...json, quality_score: { score: 'UNKNOWN' } };
+  const withQuality: Obj = { ...json, quality_score: { score: qualityScore } };
   return Object.fromEntries(fields.filter((f) => withQuality[f] !== undefined).map((f) => [f, withQuality[f]]));
 }
 
@@ -317,7 +318,7 @@ export class GraphHandlers {
     const after = query.get('after');
     const start = after ? Number(Buffer.from(after, 'base64url').toString()) || 0 : 0;
     const page = all.slice(start, start + limit);
-    const body: Obj = { data: page.map((t) => pick(templateJson(t), fields)) };
+    const body: Obj = { data: page.map((t) => pick(templateJson(t), fields, t.qualityScore)) };
     if (page.length > 0) {
       const cursors = {
         before: Buffer.from(String(start)).toString('base64url'),
@@ -340,7 +341,14 @@ export class GraphHandlers {
     if (template) {
       const fields = requestedFields(query);
       if (typeof fields === 'string') return fromError(unknownField(fields));
-      return { status: 200, body: pick(templateJson(template), fields) };
+      return { status: 200, body: pick(templateJson(template), fields, template.qualityScore) };
+    }
+    const wanted = query.get('fields')?.split(',').map((f) => f.trim()).filter((f) => f !== '') ?? [];
+    // Any id is a phone number in the sandbox: asked for a phone number's fields, it answers as one.
+    if (wanted.some((f) => f !== 'id' && PHONE_NUMBER_FIELDS.has(f))) {
+      const unknown = wanted.find((f) => !PHONE_NUMBER_FIELDS.has(f));
+      if (unknown) return fromError(graphError(100, { title: `Tried accessing nonexisting field (${unknown}) on node type (WhatsAppBusinessPhoneNumber)` }));
+      return phoneNumberJson(this.state, id, wanted);
     }
     const media = this.state.media.get(id);
     if (media) {

@@ -37,6 +37,7 @@
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import pino, { type Logger } from 'pino';
+import { businessCapability, phoneNumberQuality, templateCategory, templateQuality } from './account-callbacks.ts';
 import { CallbackDeliverer, type SavedCallback } from './callbacks.ts';
 import {
   bindPhoneNumber, inbound, listHeld, listRecipientRules, pauseTemplate, reviewTemplate, setRecipientRule, setTemplatePacing, settleHeld,
@@ -106,6 +107,10 @@ const CONTROL_ROUTES_WITH_BODY: Record<string, (state: SandboxState, body: unkno
   'POST /__sandbox/held/settle': settleHeld,
   'POST /__sandbox/inbound': inbound,
   'POST /__sandbox/phone_numbers': bindPhoneNumber,
+  'POST /__sandbox/business_capability': businessCapability,
+  'POST /__sandbox/phone_number_quality': phoneNumberQuality,
+  'POST /__sandbox/templates/quality': templateQuality,
+  'POST /__sandbox/templates/category': templateCategory,
 };
 const JSON_LIMIT = 1024 * 1024;
 const MEDIA_LIMIT = 110 * 1024 * 1024;
@@ -142,6 +147,7 @@ export async function createSandbox(options: SandboxOptions): Promise<Sandbox> {
     windows,
     held: new HeldMessages((entry, fate) => settleHeldMessage(state, entry, fate), changed),
     media: new Map(),
+    messagingLimits: new Map(),
     deliverer,
     statuses: new StatusPipeline(deliverer, {
       flushMs: options.statusFlushMs ?? 20, batchSize: options.statusBatchSize ?? 100, displayPhoneNumber,
@@ -165,6 +171,7 @@ export async function createSandbox(options: SandboxOptions): Promise<Sandbox> {
     state.windows.clear();
     state.sends.clear();
     state.templates.forgetRules();
+    state.messagingLimits.clear();
     graph.resetRateWindows();
     // The callback URL is wiring, not behaviour: a test that pointed it at its app keeps it.
     state.config = { ...defaults, callback_url: state.config.callback_url };

@@ -36,6 +36,8 @@ export interface SandboxState {
   windows: ServiceWindows;
   held: HeldMessages;
   media: Map<string, MediaRecord>;
+  /** Business portfolio messaging limits by WABA id (null: unlimited); a WABA not here is unlimited. */
+  messagingLimits: Map<string, number | null>;
   deliverer: CallbackDeliverer;
   statuses: StatusPipeline;
   logger: Logger;

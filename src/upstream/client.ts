@@ -16,7 +16,7 @@ export interface UpstreamClientOptions {
   onCall?: (operation: UpstreamOperation, result: string, seconds: number) => void;
 }
 
-export type UpstreamOperation = 'send_template' | 'create_template' | 'get_template' | 'list_templates' | 'upload_media';
+export type UpstreamOperation = 'send_template' | 'create_template' | 'get_template' | 'list_templates' | 'upload_media' | 'get_phone_number';
 
 /** Network failures are usually over in a moment (restart, reset connection). */
 const NETWORK_RETRY_MS = 1000;
@@ -184,6 +184,14 @@ export function createUpstreamClient(options: UpstreamClientOptions): UpstreamCl
       ]);
       const result = await call('upload_media', 'POST', `${segment(account.phoneNumberId)}/media`, account.accessToken, form);
       return toOutcome(result, (body) => (body.id === undefined || body.id === null ? null : { id: String(body.id) }));
+    },
+
+    async getPhoneNumber(account) {
+      const result = await call('get_phone_number', 'GET', `${segment(account.phoneNumberId)}?fields=display_phone_number,whatsapp_business_manager_messaging_limit`, account.accessToken);
+      return toOutcome(result, (body) => ({
+        displayPhoneNumber: typeof body.display_phone_number === 'string' ? body.display_phone_number : null,
+        messagingLimitTier: typeof body.whatsapp_business_manager_messaging_limit === 'string' ? body.whatsapp_business_manager_messaging_limit : null,
+      }));
     },
 
     async close() {

@@ -68,6 +68,12 @@ export interface UpstreamTemplate {
   rejectedReason: string | null;
 }
 
+export interface UpstreamPhoneNumber {
+  displayPhoneNumber: string | null;
+  /** `whatsapp_business_manager_messaging_limit` (reference §8), e.g. TIER_2K; null when not given. */
+  messagingLimitTier: string | null;
+}
+
 export interface CreateTemplateRequest {
   name: string;
   language: string;
@@ -81,5 +87,7 @@ export interface UpstreamClient {
   getTemplate(account: UpstreamAccount, templateId: string): Promise<UpstreamOutcome<UpstreamTemplate>>;
   listTemplates(account: UpstreamAccount, filter?: { name?: string; status?: string }): Promise<UpstreamOutcome<UpstreamTemplate[]>>;
   uploadMedia(account: UpstreamAccount, file: { bytes: Buffer; mimeType: string; filename: string }): Promise<UpstreamOutcome<{ id: string }>>;
+  /** The phone number's display number and its portfolio's messaging limit (`TIER_250`... `TIER_UNLIMITED`), as far as the upstream tells. */
+  getPhoneNumber(account: UpstreamAccount): Promise<UpstreamOutcome<UpstreamPhoneNumber>>;
   close(): Promise<void>;
 }

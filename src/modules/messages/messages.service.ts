@@ -7,6 +7,7 @@ import { faultPoint } from '../../faults.ts';
 import { completeIdempotencyKey, idempotencyScope, type IdempotencyScope } from '../../http/idempotency.ts';
 import type { SendComponent, UpstreamAccount, UpstreamClient } from '../../upstream/types.ts';
 import type { SendPacer } from './send-pacer.ts';
+import { countMessagedUsers } from '../business-accounts/messaging-limit.ts';
 import { findAccountsAndApprovedTemplates, noActiveAccount, toUpstreamAccount } from '../business-accounts/business-accounts.repository.ts';
 import { NO_ACTIVE_ACCOUNT } from '../business-accounts/business-accounts.repository.ts';
 import { upstreamFailure } from '../business-accounts/upstream-failures.ts';
@@ -71,6 +72,8 @@ export class MessagesService {
     }
     const upstreamAccount = toUpstreamAccount(account, this.secretsKey);
     const pace = account.messagesPerSecond;
+    // Single sends count towards a limited portfolio's messaging limit (they are never refused for it).
+    const limited = account.messagingLimit !== null;
     // Our media ids become upstream media ids (uploaded on first use).
     const components = built.components.map((c) => ({ ...c, parameters: [...c.parameters] }));
     for (const ref of built.mediaRefs) {
@@ -83,9 +86,9 @@ export class MessagesService {
     const id = randomUUID();
     const record = { id, templateId: template.id, templateName: template.template_name, language, to, components: input.components ?? [] };
     const keyed = idempotencyScope.getStore();
-    if (keyed) return this.sendKeyed(tenantId, keyed, record, upstreamAccount, components, pace);
+    if (keyed) return this.sendKeyed(tenantId, keyed, record, upstreamAccount, components, pace, limited);
     const row = await this.inserts.submit({ tenantId, values: record });
-    const wamid = await this.callUpstream(tenantId, record, upstreamAccount, components, pace);
+    const wamid = await this.callUpstream(tenantId, record, upstreamAccount, components, pace, limited);
     if (row.contact_id) {
       const contactId = row.contact_id;
       await this.db.transaction().execute(async (tx) => {
@@ -106,7 +109,7 @@ export class MessagesService {
    * or by a status callback carrying our row id, is the answer; with no word from the upstream
    * within the reconciliation window the same row is sent again.
    */
-  private async sendKeyed(tenantId: string, key: IdempotencyScope, record: NewMessage, account: UpstreamAccount, components: SendComponent[], pace: number): Promise<SendResult> {
+  private async sendKeyed(tenantId: string, key: IdempotencyScope, record: NewMessage, account: UpstreamAccount, components: SendComponent[], pace: number, limited: boolean): Promise<SendResult> {
     const previous = key.takenOverResource ? await repo.findById(this.db, tenantId, key.takenOverResource) : undefined;
     if (previous) {
       const earlier = { ...record, id: previous.id, to: previous.to_phone };
@@ -131,7 +134,7 @@ export class MessagesService {
         await key.attach(tx, record.id);
       });
     }
-    const wamid = await this.callUpstream(tenantId, record, account, components, pace);
+    const wamid = await this.callUpstream(tenantId, record, account, components, pace, limited);
     await faultPoint('send:after-upstream');
     return this.completeKeyed(tenantId, record, wamid);
   }
@@ -167,11 +170,14 @@ export class MessagesService {
   }
 
   /** The upstream call, its answer acted on through the outcome model: the upstream id, or the error the API answers. */
-  private async callUpstream(tenantId: string, record: NewMessage, account: UpstreamAccount, components: SendComponent[], pace: number): Promise<string> {
+  private async callUpstream(tenantId: string, record: NewMessage, account: UpstreamAccount, components: SendComponent[], pace: number, limited: boolean): Promise<string> {
     await this.awaitSendSlot(account.phoneNumberId, pace);
     const result = await this.upstream.sendTemplate(account, { to: record.to, templateName: record.templateName, language: record.language, components, callbackData: record.id });
     const outcome = outcomeOfSend(result);
-    if (outcome.kind === 'accepted' || outcome.kind === 'held') return outcome.messageId;
+    if (outcome.kind === 'accepted' || outcome.kind === 'held') {
+      if (limited) await countMessagedUsers(this.db, tenantId, [record.to]);
+      return outcome.messageId;
+    }
     this.logger?.warn({ tenant_id: tenantId, message_row_id: record.id, outcome: outcome.kind, code: 'error' in outcome ? outcome.error?.code : undefined }, 'template send not accepted upstream');
     switch (outcome.kind) {
       case 'unknown': {
