@@ -172,7 +172,7 @@ export async function createDeps(config: Config, logger: Logger = createLogger(c
     rateCounter: redis ? new RedisRateCounter(redis) : new MemoryRateCounter(),
     authenticator,
     idempotency: new IdempotencyStore(db, liveness, config.idempotencyTtlMs, config.idempotencyLockMs, config.secretsKey),
-    admin: new AdminService(db, config.secretsKey, () => authenticator.forgetAll()),
+    admin: new AdminService(db, config.secretsKey, () => authenticator.forgetAll(), upstream, logger),
     contacts: new ContactsService(db),
     upstream,
     contactActivity: new ContactActivityService(db),
@@ -184,7 +184,7 @@ export async function createDeps(config: Config, logger: Logger = createLogger(c
     messages: new MessagesService(db, upstream, media, config.secretsKey, logger, config.sendReconcileMs, pacer),
     callbacks,
     pacer,
-    campaigns: new CampaignsService(db),
+    campaigns: new CampaignsService(db, config.messagingLimitWindowMs),
     campaignRecipients: new CampaignRecipients(db),
     async close() {
       redis?.disconnect();

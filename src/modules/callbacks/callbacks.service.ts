@@ -3,6 +3,7 @@ import type { Logger } from 'pino';
 import type { Db, Tx } from '../../db/database.ts';
 import { recordEvents, type NewEvent } from '../../events/events.ts';
 import { nestsDeeperThan, storable } from '../../http/storable-text.ts';
+import { ACCOUNT_FIELDS, applyAccountChange } from '../business-accounts/account-callbacks.ts';
 import { findTenantByPhoneNumberId } from '../business-accounts/business-accounts.repository.ts';
 import { addCommunication } from '../contacts/communications.repository.ts';
 import { applyMessageStatuses, type AppliedStatus, type DeliveryStatus, type StatusUpdate } from '../messages/messages.statuses.ts';
@@ -166,9 +167,10 @@ export class CallbacksService {
     this.statusHooks.push(hook);
   }
 
-  async process(envelope: Envelope): Promise<{ statuses: number; inbound: number; templates: number; ignored: number }> {
+  async process(envelope: Envelope): Promise<{ statuses: number; inbound: number; templates: number; accounts: number; ignored: number }> {
     const byPhoneNumber = new Map<string, TenantBatch>();
     let templates = 0;
+    let accounts = 0;
     let ignored = 0;
     for (const entry of list(envelope.entry).map(record)) {
       for (const change of list(entry.changes).map(record)) {
@@ -183,6 +185,12 @@ export class CallbacksService {
               message_template_language: text(update.message_template_language), reason: text(update.reason) ?? null,
             });
           }
+          continue;
+        }
+        if (ACCOUNT_FIELDS.has(change.field ?? '')) {
+          // Capacity and template standing (src/modules/business-accounts/account-callbacks.ts), by the WABA id.
+          const wabaId = text(entry.id);
+          if (wabaId) accounts += await applyAccountChange(this.db, change.field!, wabaId, storable(value as unknown as Record<string, unknown>), this.logger);
           continue;
         }
         if (change.field !== 'messages') { ignored++; continue; }
@@ -224,7 +232,7 @@ export class CallbacksService {
         if (batch.inbound.length > 0) inbound += await this.recordInbound(tx, tenantId, batch.inbound);
       });
     }
-    return { statuses, inbound, templates, ignored };
+    return { statuses, inbound, templates, accounts, ignored };
   }
 
   /**

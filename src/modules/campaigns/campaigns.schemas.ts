@@ -52,10 +52,19 @@ export type Campaign = Static<typeof Campaign>;
 
 export const Preflight = Type.Object({
   audience_size: Type.Integer(),
+  /** The operator's per-number tier (Meta's older model), as set; informational. */
   messaging_tier: Nullable(Type.String()),
-  /** Unique recipients the tier allows per 24 h; null when unlimited or no account. */
+  /** The business portfolio's messaging limit: unique users per moving 24 h outside a service window; null when unlimited or no account. */
   tier_limit: Nullable(Type.Integer()),
+  /** Whether the recipients still to send fit in what the limit allows now. */
   within_tier: Type.Boolean(),
+  /** Users counted in the limit's window now, and how many more it allows (null when unlimited or no account). */
+  messaging_limit_used: Nullable(Type.Integer()),
+  messaging_limit_available: Nullable(Type.Integer()),
+  /** When enough of the window frees up for every recipient still to send, about; null when they fit now. Until then the rest wait (pending). */
+  messaging_limit_wait_until: Nullable(Type.String()),
+  /** The template's quality (GREEN, YELLOW, RED, UNKNOWN); null when it is gone. */
+  template_quality_score: Nullable(Type.String()),
   messages_per_second: Nullable(Type.Integer()),
   estimated_duration_seconds: Nullable(Type.Integer()),
   warnings: Type.Array(Type.String()),

@@ -7,6 +7,7 @@ import { completeIdempotencyKey } from '../../http/idempotency.ts';
 import { isoOrNull } from '../../http/nullable.ts';
 import { lookupErrorCode } from '../../upstream/error-codes.ts';
 import { noActiveAccount } from '../business-accounts/business-accounts.repository.ts';
+import { limitFreesAt, limitUsage, SERVICE_WINDOW_MS, type LimitUsage } from '../business-accounts/messaging-limit.ts';
 import { isUuid } from '../contacts/contacts.repository.ts';
 import { placeholderPlan } from '../templates/templates.grammar.ts';
 import { templatesRepository } from '../templates/templates.repository.ts';
@@ -17,8 +18,6 @@ import type { AudienceBody, Campaign, CampaignCreate, CampaignDetail } from './c
 import { AUDIENCE_EDITABLE, canTransition, TRANSITIONS, type CampaignAction } from './campaigns.states.ts';
 
 const MEDIA_TYPE_OF_HEADER: Record<string, string> = { IMAGE: 'image', VIDEO: 'video', DOCUMENT: 'document' };
-/** Meta's messaging tiers: unique users a phone number may start conversations with per 24 h. */
-export const TIER_LIMITS: Record<string, number | null> = { '250': 250, '1K': 1_000, '10K': 10_000, '100K': 100_000, unlimited: null };
 
 export function toCampaign(row: CampaignRow): Campaign {
   return {
@@ -126,7 +125,7 @@ function noRecipientsWarning(row: CampaignRow): string {
 }
 
 export class CampaignsService {
-  constructor(private db: Db) {}
+  constructor(private db: Db, private messagingLimitWindowMs = SERVICE_WINDOW_MS) {}
 
   async list(tenantId: string): Promise<{ data: Campaign[] }> {
     return { data: (await repo.list(this.db, tenantId)).map(toCampaign) };
@@ -143,21 +142,45 @@ export class CampaignsService {
     return { ...toCampaign(row), audiences: audiencesOf(row), preflight: await this.preflight(row) };
   }
 
-  /** Audience size against the number's messaging tier, and how long dispatch takes at its pace. */
+  /**
+   * Audience size against the portfolio's messaging limit (what it allows now, and until when the
+   * rest wait), the template's standing, and how long dispatch takes at the number's pace.
+   */
   private async preflight(row: CampaignRow, db: Db | Tx = this.db): Promise<CampaignDetail['preflight']> {
     const size = row.materialised_at ? row.total_recipients : await this.audienceCount(db, row.tenant_id, { groups: row.audience_groups, sources: row.audience_sources });
-    const account = await db.selectFrom('business_accounts').select(['messages_per_second', 'messaging_tier'])
+    const account = await db.selectFrom('business_accounts').select(['messages_per_second', 'messaging_tier', 'messaging_limit'])
       .where('tenant_id', '=', row.tenant_id).where('status', '=', 'active').executeTakeFirst();
-    const limit = account ? TIER_LIMITS[account.messaging_tier] ?? null : null;
+    const template = await db.selectFrom('templates').select(['category', 'quality_score']).where('id', '=', row.template_id).executeTakeFirst();
+    const limit = account?.messaging_limit ?? null;
     const warnings: string[] = [];
     if (!account) warnings.push('No active business account: the campaign cannot be sent.');
-    if (limit !== null && size > limit) warnings.push(`The audience (${size}) exceeds the messaging tier's ${limit} unique recipients per 24 hours; the rest will fail until the tier is raised.`);
+    let usage: LimitUsage | null = null;
+    let waitUntil: Date | null = null;
+    if (limit !== null) {
+      // Still to send: a started campaign's pending recipients, else its audience (users already counted or in a service window would not count: an upper bound).
+      const toSend = row.materialised_at ? row.pending_count : size;
+      usage = await limitUsage(db, row.tenant_id, limit, this.messagingLimitWindowMs);
+      waitUntil = await limitFreesAt(db, row.tenant_id, usage, toSend, this.messagingLimitWindowMs);
+      if (waitUntil) {
+        warnings.push(`${toSend} recipients to send, and the business portfolio's messaging limit (${limit} unique users in a moving 24 hours) allows ${usage.available} more now: the rest wait (pending, not failed) until about ${waitUntil.toISOString()}.`);
+      }
+    }
+    if (template && (template.quality_score === 'YELLOW' || template.quality_score === 'RED')) {
+      warnings.push(`The template's quality is ${template.quality_score}: WhatsApp may pause it (sends then wait) and lower the messaging limit.`);
+    }
+    if (template && template.category !== row.template_category) {
+      warnings.push(`The template's category changed from ${row.template_category} to ${template.category} since the campaign was created: it is priced and limited as ${template.category}.`);
+    }
     if (size === 0) warnings.push(noRecipientsWarning(row));
     return {
       audience_size: size,
       messaging_tier: account?.messaging_tier ?? null,
       tier_limit: limit,
-      within_tier: limit === null ? Boolean(account) : size <= limit,
+      within_tier: account ? waitUntil === null : false,
+      messaging_limit_used: usage?.used ?? null,
+      messaging_limit_available: usage?.available ?? null,
+      messaging_limit_wait_until: waitUntil?.toISOString() ?? null,
+      template_quality_score: template?.quality_score ?? null,
       messages_per_second: account?.messages_per_second ?? null,
       estimated_duration_seconds: account ? Math.ceil(size / account.messages_per_second) : null,
       warnings,

@@ -1707,6 +1707,7 @@ export interface components {
             category: string;
             status: string;
             rejected_reason: null | string;
+            quality_score: string;
             components: null | {
                 [key: string]: unknown;
             }[];
@@ -1868,6 +1869,10 @@ export interface components {
             messaging_tier: null | string;
             tier_limit: null | number;
             within_tier: boolean;
+            messaging_limit_used: null | number;
+            messaging_limit_available: null | number;
+            messaging_limit_wait_until: null | string;
+            template_quality_score: null | string;
             messages_per_second: null | number;
             estimated_duration_seconds: null | number;
             warnings: string[];
