@@ -7,7 +7,7 @@ import { completeIdempotencyKey } from '../../http/idempotency.ts';
 import { isoOrNull } from '../../http/nullable.ts';
 import { lookupErrorCode } from '../../upstream/error-codes.ts';
 import { noActiveAccount } from '../business-accounts/business-accounts.repository.ts';
-import { limitFreesAt, limitUsage, SERVICE_WINDOW_MS, type LimitUsage } from '../business-accounts/messaging-limit.ts';
+import { limitFreesAt, limitUsage, type LimitUsage } from '../business-accounts/messaging-limit.ts';
 import { isUuid } from '../contacts/contacts.repository.ts';
 import { placeholderPlan } from '../templates/templates.grammar.ts';
 import { templatesRepository } from '../templates/templates.repository.ts';
@@ -125,7 +125,7 @@ function noRecipientsWarning(row: CampaignRow): string {
 }
 
 export class CampaignsService {
-  constructor(private db: Db, private messagingLimitWindowMs = SERVICE_WINDOW_MS) {}
+  constructor(private db: Db, private messagingLimitWindowMs = 86_400_000) {}
 
   async list(tenantId: string): Promise<{ data: Campaign[] }> {
     return { data: (await repo.list(this.db, tenantId)).map(toCampaign) };
