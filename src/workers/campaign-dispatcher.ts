@@ -138,7 +138,7 @@ export class CampaignDispatcher {
     const reservation = await this.pacer.reserve(campaign.phone_number_id!, size * batches, rate, whole);
     if (reservation.granted === 0) return 0;
     const claimedAt = Date.now();
-    const recipients = await this.claim(campaign.id, reservation.granted);
+    const recipients = await this.claim(campaign.id, reservation.granted, campaign.template_category === 'MARKETING');
     if (recipients.length === 0) return (await campaignQueue.completeIfDone(this.db, campaign.id)) ? 1 : 0;
     const context = this.sendContext(campaign, recipients);
     for (let from = 0; from < recipients.length; from += size) {
@@ -155,10 +155,10 @@ export class CampaignDispatcher {
    * Claims from where this process's last claim of the campaign ended, and from the start again
    * once nothing is left after it (recipients re-queued by a rate limit or by reconciliation).
    */
-  private async claim(campaignId: string, limit: number): Promise<ClaimedRecipient[]> {
+  private async claim(campaignId: string, limit: number, skipOptedOut: boolean): Promise<ClaimedRecipient[]> {
     const after = this.cursors.get(campaignId) ?? FIRST_ID;
-    let claimed = await campaignQueue.claim(this.db, campaignId, limit, this.options.leaseMs, after);
-    if (claimed.length === 0 && after !== FIRST_ID) claimed = await campaignQueue.claim(this.db, campaignId, limit, this.options.leaseMs);
+    let claimed = await campaignQueue.claim(this.db, campaignId, limit, this.options.leaseMs, after, skipOptedOut);
+    if (claimed.length === 0 && after !== FIRST_ID) claimed = await campaignQueue.claim(this.db, campaignId, limit, this.options.leaseMs, FIRST_ID, skipOptedOut);
     countClaimed(claimed.length);
     if (claimed.length > 0) {
       if (this.cursors.size > 10_000) this.cursors.clear();

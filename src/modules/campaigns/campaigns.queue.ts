@@ -4,6 +4,7 @@ import { foldCounterMoves, recordCounterMoves, type CampaignRow } from './campai
 import { recordTransition } from './campaigns.service.ts';
 import { recordEvents, type NewEvent } from '../../events/events.ts';
 import { refusedEvent, STATUS_RANK as MESSAGE_STATUS_RANK } from '../messages/messages.statuses.ts';
+import { optOutOnMarketingRefusals } from '../contacts/marketing-consent.ts';
 
 type RefusedRow = Parameters<typeof refusedEvent>[0] & { tenant_id: string; error_code: number | null; error_title: string };
 
@@ -23,6 +24,8 @@ export interface RunningCampaign {
   template_name: string;
   language: string;
   template_status: string | null;
+  /** MARKETING: a recipient who opted out since materialisation is skipped when claimed. */
+  template_category: string | null;
   template_components: unknown[];
   template_waba_id: string | null;
   account_status: string | null;
@@ -74,7 +77,7 @@ export const campaignQueue = {
     const { rows } = await sql<RunningCampaign>`
       SELECT c.id, c.tenant_id, c.batch_size, c.variable_mapping, c.template_id, c.retry_deferred,
         c.pending_count + coalesce((SELECT sum(m.pending) FROM campaign_counter_moves m WHERE m.campaign_id = c.id), 0)::int AS pending_count, t.template_name, t.language,
-        t.status AS template_status, t.components AS template_components, t.waba_id AS template_waba_id,
+        t.status AS template_status, t.category AS template_category, t.components AS template_components, t.waba_id AS template_waba_id,
         ba.status AS account_status, ba.waba_id, ba.phone_number_id, ba.access_token_enc, ba.messages_per_second,
         -- From the newest recipient back: claims take the oldest first, so the index entries they left
         -- behind (until vacuum) lie at the other end instead of being stepped over on every turn.
@@ -103,19 +106,30 @@ export const campaignQueue = {
    * stopped campaign gets nothing new), with their contacts' current values, in id order after
    * `after`: a claimer keeps its place instead of stepping again over the index entries of every
    * recipient claimed before (left until vacuum, they made each claim slower than the last).
+   * With `skipOptedOut` (MARKETING campaigns), recipients whose contact opted out of marketing
+   * since materialisation are skipped instead (opted_out), in the same statement, with their
+   * counter moves; they are not returned.
    */
-  async claim(db: Db, campaignId: string, limit: number, leaseMs: number, after = FIRST_ID): Promise<ClaimedRecipient[]> {
+  async claim(db: Db, campaignId: string, limit: number, leaseMs: number, after = FIRST_ID, skipOptedOut = false): Promise<ClaimedRecipient[]> {
     const { rows } = await sql<ClaimedRecipient>`
       WITH picked AS (
-        SELECT r.id FROM campaign_recipients r
+        SELECT r.id, ${skipOptedOut ? sql`coalesce((SELECT ct.marketing_opt_out FROM contacts ct WHERE ct.id = r.contact_id), false)` : sql`false`} AS opted_out
+        FROM campaign_recipients r
         WHERE r.campaign_id = ${campaignId}::uuid AND r.status = 'pending' AND r.id > ${after}::uuid AND (r.not_before IS NULL OR r.not_before <= now())
           AND EXISTS (SELECT 1 FROM campaigns c WHERE c.id = ${campaignId}::uuid AND c.status = 'RUNNING')
         ORDER BY r.id LIMIT ${limit}
         FOR UPDATE OF r SKIP LOCKED),
+      skipped AS (
+        UPDATE campaign_recipients r SET status = 'skipped', skip_reason = 'opted_out', not_before = NULL, updated_at = now()
+        FROM picked WHERE r.id = picked.id AND picked.opted_out
+        RETURNING r.campaign_id),
+      skipped_moves AS (
+        INSERT INTO campaign_counter_moves (campaign_id, pending, sent, delivered, read, failed, skipped)
+        SELECT campaign_id, -count(*), 0, 0, 0, 0, count(*) FROM skipped GROUP BY campaign_id),
       claimed AS (
         UPDATE campaign_recipients r SET status = 'sending', attempts = r.attempts + 1, attempted_at = now(),
           lease_until = now() + ${leaseMs} * interval '1 millisecond', not_before = NULL, updated_at = now()
-        FROM picked WHERE r.id = picked.id
+        FROM picked WHERE r.id = picked.id AND NOT picked.opted_out
         RETURNING r.id, r.contact_id, r.phone, r.attempts, r.defers)
       SELECT cl.id, cl.contact_id, cl.phone, cl.attempts, cl.defers, c.first_name, c.last_name, c.email, c.company, c.job_title, c.status, c.source, c.custom_fields
       FROM claimed cl LEFT JOIN contacts c ON c.id = cl.contact_id`.execute(db);
@@ -195,6 +209,10 @@ export const campaignQueue = {
       const byTenant = new Map<string, NewEvent[]>();
       for (const m of refused) byTenant.set(m.tenant_id, [...(byTenant.get(m.tenant_id) ?? []), refusedEvent(m, { code: m.error_code, title: m.error_title })]);
       for (const [tenantId, events] of byTenant) await recordEvents(tx, tenantId, events);
+      // A refusal because the user stopped marketing messages (131050) opts the contact out.
+      for (const tenantId of byTenant.keys()) {
+        await optOutOnMarketingRefusals(tx, tenantId, refused.filter((m) => m.tenant_id === tenantId).map((m) => ({ phone: m.to_phone, code: m.error_code, at: new Date() })));
+      }
     }
     if (retry.length > 0 || deferred.length > 0) {
       const values = sql.join([...retry.map((r) => sql`(${r.id}::uuid, ${r.retryAt}::timestamptz, 'pending', 0)`), ...deferred.map((d) => sql`(${d.id}::uuid, ${d.retryAt}::timestamptz, 'deferred', 1)`)]);
