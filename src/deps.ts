@@ -20,6 +20,7 @@ import { WebhookSender } from './modules/webhooks/webhooks.sender.ts';
 import { WebhooksService } from './modules/webhooks/webhooks.service.ts';
 import { CallbacksService } from './modules/callbacks/callbacks.service.ts';
 import { settleCallbackFailures } from './modules/campaigns/callback-failures.ts';
+import { optOutOnMarketingRefusals } from './modules/contacts/marketing-consent.ts';
 import { MediaService } from './modules/media/media.service.ts';
 import { LocalDiskStorage } from './modules/media/media.storage.ts';
 import { MessagesService } from './modules/messages/messages.service.ts';
@@ -160,6 +161,9 @@ export async function createDeps(config: Config, logger: Logger = createLogger(c
   callbacks.onStatusesApplied((tx, _tenantId, applied) => campaignQueue.applyStatuses(tx, applied.filter((a) => a.campaignId).map((a) => ({
     id: a.messageRowId, status: a.status, wamid: a.upstreamMessageId, code: a.error?.code ?? null, title: a.error?.title ?? null,
   }))));
+  // A failure because the user stopped marketing messages (131050) opts the contact out.
+  callbacks.onStatusesApplied((tx, tenantId, applied) => optOutOnMarketingRefusals(tx, tenantId, applied.flatMap((a) => (a.error ? [{ phone: a.to, code: a.error.code, at: a.timestamp }] : [])))
+    .then(() => undefined));
   const media = new MediaService(db, new LocalDiskStorage(join(config.dataDir, 'media')), upstream, config.mediaUpstreamTtlMs);
   return {
     config,

@@ -51,6 +51,8 @@ describe('campaigns API: resource, validation, access', () => {
   async function setup(options: Parameters<typeof createConnectedTenant>[1] = {}) {
     const tenant = await connected(options);
     const template = await createApprovedTemplate(t.app, tenant, { category: 'MARKETING' });
+    // Test contacts have US numbers, which MARKETING campaigns skip by default (marketing-consent.test.ts).
+    await t.app.inject({ method: 'PATCH', url: `/admin/v1/tenants/${tenant.id}/marketing-settings`, headers: adminHeaders, payload: { block_us_marketing: false } });
     return { tenant, template };
   }
 
@@ -287,7 +289,7 @@ describe('campaigns API: resource, validation, access', () => {
     expect(got.statusCode).toBe(200);
     expect(got.json().audiences).toEqual([{ type: 'group', value: tag }, { type: 'source', value: source }]);
     expect(got.json().preflight).toEqual({
-      audience_size: 5, messaging_tier: '1K', tier_limit: null, within_tier: true, messaging_limit_used: null, messaging_limit_available: null, messaging_limit_wait_until: null,
+      audience_size: 5, excluded: { opted_out: 0, marketing_blocked_country: 0, frequency_cap: 0 }, messaging_tier: '1K', tier_limit: null, within_tier: true, messaging_limit_used: null, messaging_limit_available: null, messaging_limit_wait_until: null,
       template_quality_score: 'UNKNOWN', messages_per_second: 80, estimated_duration_seconds: 1, warnings: [],
     });
     const empty = (await call(t.app, tenant, 'GET', `/campaigns/${ids[0]}`)).json();

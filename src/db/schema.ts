@@ -59,6 +59,10 @@ export interface ContactsTable {
   tags: Generated<string[]>;
   custom_fields: ColumnType<Record<string, unknown>, string | undefined, string>;
   source: Generated<string>;
+  marketing_opt_out: Generated<boolean>;
+  marketing_opt_out_at: Timestamp | null;
+  marketing_opt_out_source: string | null;
+  marketing_consent_changed_at: Timestamp | null;
   search_text: GeneratedAlways<string>;
   created_at: CreatedAt;
   updated_at: Timestamp | null;
@@ -319,6 +323,16 @@ export interface CampaignRecipientsTable {
   updated_at: Timestamp | null;
 }
 
+export interface TenantMarketingSettingsTable {
+  tenant_id: string;
+  opt_out_keywords: string[];
+  opt_in_keywords: string[];
+  block_us_marketing: Generated<boolean>;
+  frequency_cap_max: number | null;
+  frequency_cap_days: number | null;
+  updated_at: Generated<Date>;
+}
+
 export interface DB {
   campaigns: CampaignsTable;
   campaign_recipients: CampaignRecipientsTable;
@@ -328,6 +342,7 @@ export interface DB {
   api_keys: ApiKeysTable;
   business_accounts: BusinessAccountsTable;
   contacts: ContactsTable;
+  tenant_marketing_settings: TenantMarketingSettingsTable;
   contact_communications: ContactCommunicationsTable;
   events: EventsTable;
   idempotency_keys: IdempotencyKeysTable;

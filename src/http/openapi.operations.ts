@@ -316,6 +316,18 @@ export const ADMIN_OPERATIONS: Record<string, OperationDoc> = {
   'DELETE /tenants/{id}/business-account': {
     operationId: 'disconnectBusinessAccount', summary: 'Disconnect the business account', tag: 'Business accounts', notFound: 'Business account not found',
   },
+  'GET /tenants/{id}/marketing-settings': {
+    operationId: 'getMarketingSettings', summary: "Get a tenant's marketing rules", tag: 'Marketing', notFound: 'Tenant not found',
+    description: 'Opt-out and opt-in keywords (an inbound text that is exactly one of them, case- and space-insensitive, opts its sender out of or back into marketing templates), '
+      + 'whether MARKETING campaigns skip US numbers (WhatsApp does not deliver marketing templates to them), and the marketing frequency cap (null: none). Defaults: STOP and UNSUBSCRIBE, START, true, null.',
+  },
+  'PATCH /tenants/{id}/marketing-settings': {
+    operationId: 'updateMarketingSettings', summary: "Update a tenant's marketing rules", tag: 'Marketing', notFound: 'Tenant not found',
+    description: 'Only the fields sent change. Keywords are stored upper case without whitespace; a keyword in both lists is 400. '
+      + '`frequency_cap: { max_messages, days }` makes MARKETING campaigns skip (`frequency_cap`) a contact whose phone was sent at least `max_messages` marketing templates in the last `days` days (campaigns and single sends); null switches it off. '
+      + '`block_us_marketing: false` sends MARKETING campaigns to US numbers again.',
+    example: { opt_out_keywords: ['STOP', 'UNSUBSCRIBE', 'BAJA'], opt_in_keywords: ['START'], block_us_marketing: true, frequency_cap: { max_messages: 2, days: 7 } },
+  },
   'GET /metrics': {
     operationId: 'getMetrics', summary: 'Prometheus metrics', tag: 'Operations',
     responses: { 200: { description: 'Prometheus text exposition format', content: { 'text/plain': { schema: { type: 'string' } } } } },
@@ -343,5 +355,6 @@ export const ADMIN_TAGS: Record<string, string> = {
   Tenants: 'Tenants, their plan and daily request quota.',
   'API keys': 'Keys of a tenant, their scopes and presets.',
   'Business accounts': 'The WhatsApp business account each tenant sends from.',
+  Marketing: 'Per-tenant marketing rules: opt-out keywords, the US rule and the frequency cap.',
   Operations: 'Metrics for monitoring.',
 };

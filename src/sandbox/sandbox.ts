@@ -27,6 +27,8 @@
  * - Statuses carry `pricing` on sent and delivered (a template in its category; a free-form
  *   message as a free service message), never on read or failed, and `contacts[]` beside them
  *   (not for failed ones).
+ * - `POST /__sandbox/user_preferences {to_phone_number_id, from, value: stop|resume}` posts Meta's
+ *   `user_preferences` callback (a user stopped or resumed marketing messages).
  * - `POST /__sandbox/reset` forgets recipient rules, review rules, template pacing, service
  *   windows, the sends log and throughput windows, and restores the configuration defaults except
  *   `callback_url`; templates stay, and so does what is owed (held messages, queued callbacks).
@@ -50,6 +52,7 @@ import { RecipientRules, type HeldFate, type RecipientRule } from './recipients.
 import { SendsLog } from './sends-log.ts';
 import { ServiceWindows } from './service-windows.ts';
 import { StateFile } from './state-file.ts';
+import { userPreferences } from './user-preferences.ts';
 import { displayPhoneNumber, type Reply, type SandboxConfig, type SandboxState } from './state.ts';
 import { StatusPipeline, type PendingStatus, type StatusPipelineSnapshot } from './statuses.ts';
 import { TemplateStore, templateJson, type SandboxTemplate, type TemplateStatusChange, type TemplateStoreSnapshot } from './templates.ts';
@@ -111,6 +114,7 @@ const CONTROL_ROUTES_WITH_BODY: Record<string, (state: SandboxState, body: unkno
   'POST /__sandbox/phone_number_quality': phoneNumberQuality,
   'POST /__sandbox/templates/quality': templateQuality,
   'POST /__sandbox/templates/category': templateCategory,
+  'POST /__sandbox/user_preferences': userPreferences,
 };
 const JSON_LIMIT = 1024 * 1024;
 const MEDIA_LIMIT = 110 * 1024 * 1024;

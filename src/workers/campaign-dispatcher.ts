@@ -169,11 +169,12 @@ export class CampaignDispatcher {
    */
   private async claim(campaign: RunningCampaign, limit: number): Promise<ClaimedRecipient[]> {
     const campaignId = campaign.id;
+    const skipOptedOut = campaign.template_category === 'MARKETING';
     // A limited portfolio (reference §8) claims only as many new users as its limit still allows;
     // unlimited (the default), the plain claim: no extra work per batch.
     const claimFrom = (after?: string) => campaign.messaging_limit === null
-      ? campaignQueue.claim(this.db, campaignId, limit, this.options.leaseMs, after)
-      : campaignQueue.claimWithinLimit(this.db, campaign.tenant_id, campaignId, limit, this.options.leaseMs, campaign.messaging_limit, this.options.messagingLimitWindowMs ?? DAY_MS, after);
+      ? campaignQueue.claim(this.db, campaignId, limit, this.options.leaseMs, after, skipOptedOut)
+      : campaignQueue.claimWithinLimit(this.db, campaign.tenant_id, campaignId, limit, this.options.leaseMs, campaign.messaging_limit, this.options.messagingLimitWindowMs ?? DAY_MS, after, skipOptedOut);
     const after = this.cursors.get(campaignId) ?? FIRST_ID;
     let claimed = await claimFrom(after);
     if (claimed.length === 0 && after !== FIRST_ID) claimed = await claimFrom();

@@ -101,6 +101,27 @@ export const ScopeVocabulary = Type.Object({
   presets: Type.Array(Type.Object({ name: Type.String(), scopes: Type.Array(Type.String()) })),
 });
 
+/** A tenant's marketing rules (issue 23): keywords, the US rule and the frequency cap. */
+const FrequencyCap = Type.Object({
+  max_messages: Type.Integer({ minimum: 1, maximum: 1000 }),
+  days: Type.Integer({ minimum: 1, maximum: 365 }),
+});
+const Keywords = Type.Array(Type.String({ minLength: 1, maxLength: 64 }), { maxItems: 50 });
+export const MarketingSettings = Type.Object({
+  /** Normalised: upper case, without whitespace. */
+  opt_out_keywords: Type.Array(Type.String()),
+  opt_in_keywords: Type.Array(Type.String()),
+  block_us_marketing: Type.Boolean(),
+  frequency_cap: Nullable(FrequencyCap),
+});
+export const MarketingSettingsPatch = Type.Object({
+  opt_out_keywords: Type.Optional(Keywords),
+  opt_in_keywords: Type.Optional(Keywords),
+  block_us_marketing: Type.Optional(Type.Boolean()),
+  frequency_cap: Type.Optional(Nullable(FrequencyCap)),
+});
+export type MarketingSettingsPatch = Static<typeof MarketingSettingsPatch>;
+
 export const TenantParams = Type.Object({ id: Type.String() });
 export const KeyParams = Type.Object({ id: Type.String(), key_id: Type.String() });
 export const Message = Type.Object({ message: Type.String() });

@@ -12,10 +12,11 @@ import { offsetOf, paginationFor, type PageQuery, type Pagination } from '../../
 import { pageWithTotal } from '../../db/page.ts';
 import { parseAllowlistEntry } from '../../http/ip-allowlist.ts';
 import { isUuid } from '../contacts/contacts.repository.ts';
+import { marketingSettingsRepository, normaliseKeyword, type MarketingSettings } from '../contacts/marketing-settings.ts';
 import { generateApiKey } from '../tenants/api-key-format.ts';
 import { PLANS, type PlanName } from '../tenants/plans.ts';
 import { isKnownScope, PRESETS } from '../tenants/scopes.ts';
-import type { ApiKey, ApiKeyCreate, BusinessAccount, BusinessAccountConnect, BusinessAccountPatch, Tenant, TenantPatch } from './admin.schemas.ts';
+import type { ApiKey, ApiKeyCreate, BusinessAccount, BusinessAccountConnect, BusinessAccountPatch, MarketingSettingsPatch, Tenant, TenantPatch } from './admin.schemas.ts';
 
 
 function toTenant(row: Selectable<TenantsTable>): Tenant {
@@ -194,6 +195,43 @@ export class AdminService {
       .where('tenant_id', '=', tenantId).returningAll().executeTakeFirst();
     if (!row) throw notFound('Business account');
     return toBusinessAccount(row);
+  }
+
+  async getMarketingSettings(tenantId: string): Promise<MarketingSettings> {
+    await this.liveTenant(tenantId);
+    return marketingSettingsRepository.get(this.db, tenantId);
+  }
+
+  /** Only the fields sent change; keywords are stored normalised (upper case, no whitespace). */
+  async updateMarketingSettings(tenantId: string, patch: MarketingSettingsPatch): Promise<MarketingSettings> {
+    await this.liveTenant(tenantId);
+    const keywords = (key: 'opt_out_keywords' | 'opt_in_keywords', current: string[]) => {
+      const given = patch[key];
+      if (given === undefined) return current;
+      return [...new Set(given.map((word, i) => {
+        const keyword = normaliseKeyword(word);
+        if (keyword.length === 0) throw validationError(`${key}[${i}] must contain a character other than whitespace`, ['body', key, i], word);
+        return keyword;
+      }))];
+    };
+    return this.db.transaction().execute(async (tx) => {
+      // Held until the write commits: two concurrent changes never lose one another's fields.
+      await tx.selectFrom('tenants').select('id').where('id', '=', tenantId).forUpdate().execute();
+      const current = await marketingSettingsRepository.get(tx, tenantId);
+      const next: MarketingSettings = {
+        opt_out_keywords: keywords('opt_out_keywords', current.opt_out_keywords),
+        opt_in_keywords: keywords('opt_in_keywords', current.opt_in_keywords),
+        block_us_marketing: patch.block_us_marketing ?? current.block_us_marketing,
+        frequency_cap: patch.frequency_cap === undefined ? current.frequency_cap : patch.frequency_cap,
+      };
+      const both = next.opt_out_keywords.filter((k) => next.opt_in_keywords.includes(k));
+      if (both.length > 0) {
+        const loc = patch.opt_in_keywords !== undefined ? 'opt_in_keywords' : 'opt_out_keywords';
+        throw validationError(`A keyword cannot both opt out and opt in: ${both.join(', ')}`, ['body', loc], both);
+      }
+      await marketingSettingsRepository.put(tx, tenantId, next);
+      return next;
+    });
   }
 
   async disconnectBusinessAccount(tenantId: string): Promise<BusinessAccount> {

@@ -6,6 +6,7 @@ import { nestsDeeperThan, storable } from '../../http/storable-text.ts';
 import { ACCOUNT_FIELDS, applyAccountChange } from '../business-accounts/account-callbacks.ts';
 import { findTenantByPhoneNumberId } from '../business-accounts/business-accounts.repository.ts';
 import { addCommunication } from '../contacts/communications.repository.ts';
+import { applyConsentKeywords, applyUserPreferences } from '../contacts/marketing-consent.ts';
 import { applyMessageStatuses, type AppliedStatus, type DeliveryStatus, type StatusUpdate } from '../messages/messages.statuses.ts';
 import type { TemplateStatusSync, TemplateStatusUpdate } from '../templates/templates.status-sync.ts';
 
@@ -19,7 +20,10 @@ interface ChangeValue extends TemplateStatusUpdate {
   statuses?: RawStatus[];
   messages?: RawInbound[];
   contacts?: RawContact[];
+  user_preferences?: RawPreference[];
 }
+/** A `user_preferences` item (Meta's webhook reference): a user stopped or resumed marketing messages. */
+interface RawPreference { wa_id?: string; user_id?: string; category?: string; value?: string; timestamp?: string | number }
 /** A sender as `value.contacts[]` names it: phone (`wa_id`) and/or business-scoped user id. */
 interface RawContact { wa_id?: string; user_id?: string }
 interface RawStatus {
@@ -50,7 +54,10 @@ interface InboundMessage {
 interface TenantBatch {
   statuses: StatusUpdate[];
   inbound: InboundMessage[];
+  preferences: PreferenceChange[];
 }
+
+interface PreferenceChange { phone: string | null; userId: string | null; optOut: boolean; at: Date }
 
 const DELIVERY_STATUSES = new Set(['sent', 'delivered', 'read', 'failed']);
 
@@ -128,6 +135,18 @@ function toInbound(raw: RawInbound, contacts: Partial<RawContact>[]): InboundMes
   };
 }
 
+/** Marketing stop/resume items; other categories and values are not ours to act on. */
+function toPreferences(items: unknown, contacts: Partial<RawContact>[]): PreferenceChange[] {
+  return list(items as RawPreference[]).map((i) => storable(record(i))).flatMap((p) => {
+    const value = text(p.value);
+    if (text(p.category) !== 'marketing_messages' || (value !== 'stop' && value !== 'resume')) return [];
+    const waId = text(p.wa_id);
+    const userId = text(p.user_id) ?? text(contacts.find((c) => waId !== undefined && text(c.wa_id) === waId)?.user_id ?? (contacts.length === 1 ? contacts[0].user_id : undefined));
+    if (!waId && !userId) return [];
+    return [{ phone: waId ? (waId.startsWith('+') ? waId : `+${waId}`) : null, userId: userId && userId.length <= MAX_UPSTREAM_ID ? userId : null, optOut: value === 'stop', at: toDate(text(p.timestamp)) }];
+  });
+}
+
 /**
  * Processes one verified callback POST. Statuses and inbound messages are grouped per tenant
  * (routed by metadata.phone_number_id to the tenant with that active account) and applied in one
@@ -167,7 +186,7 @@ export class CallbacksService {
     this.statusHooks.push(hook);
   }
 
-  async process(envelope: Envelope): Promise<{ statuses: number; inbound: number; templates: number; accounts: number; ignored: number }> {
+  async process(envelope: Envelope): Promise<{ statuses: number; inbound: number; templates: number; accounts: number; preferences: number; ignored: number }> {
     const byPhoneNumber = new Map<string, TenantBatch>();
     let templates = 0;
     let accounts = 0;
@@ -193,10 +212,15 @@ export class CallbacksService {
           if (wabaId) accounts += await applyAccountChange(this.db, change.field!, wabaId, storable(value as unknown as Record<string, unknown>), this.logger);
           continue;
         }
-        if (change.field !== 'messages') { ignored++; continue; }
+        if (change.field !== 'messages' && change.field !== 'user_preferences') { ignored++; continue; }
         const phoneNumberId = text(record(value.metadata).phone_number_id);
         if (!phoneNumberId) { ignored++; continue; }
-        const batch = byPhoneNumber.get(phoneNumberId) ?? { statuses: [], inbound: [] };
+        const batch = byPhoneNumber.get(phoneNumberId) ?? { statuses: [], inbound: [], preferences: [] };
+        byPhoneNumber.set(phoneNumberId, batch);
+        if (change.field === 'user_preferences') {
+          batch.preferences.push(...toPreferences(value.user_preferences, list(value.contacts).map((c) => storable(record(c)))));
+          continue;
+        }
         for (const s of list(value.statuses).map(record)) {
           const update = toStatusUpdate(s);
           if (update) batch.statuses.push(update);
@@ -212,12 +236,13 @@ export class CallbacksService {
 
     let statuses = 0;
     let inbound = 0;
+    let preferences = 0;
     for (const [phoneNumberId, batch] of byPhoneNumber) {
       const { tenantId, fresh } = await this.tenantFor(phoneNumberId);
       if (!tenantId) {
         // Logged once per route-cache period per id, so a misrouted busy number cannot flood the log.
         if (fresh) this.logger?.warn({ phone_number_id: phoneNumberId, statuses: batch.statuses.length, messages: batch.inbound.length }, 'upstream callback for an unknown phone number id; acknowledged, not processed');
-        ignored += batch.statuses.length + batch.inbound.length;
+        ignored += batch.statuses.length + batch.inbound.length + batch.preferences.length;
         continue;
       }
       await this.db.transaction().execute(async (tx) => {
@@ -230,9 +255,10 @@ export class CallbacksService {
           statuses += applied.length;
         }
         if (batch.inbound.length > 0) inbound += await this.recordInbound(tx, tenantId, batch.inbound);
+        if (batch.preferences.length > 0) preferences += await applyUserPreferences(tx, tenantId, batch.preferences);
       });
     }
-    return { statuses, inbound, templates, accounts, ignored };
+    return { statuses, inbound, templates, accounts, preferences, ignored };
   }
 
   /**
@@ -277,6 +303,8 @@ export class CallbacksService {
       if (contactId) await addCommunication(tx, tenantId, { contactId, direction: 'inbound', messageId: m.upstreamMessageId, summary: m.text ? m.text.slice(0, 500) : `[${m.type}]`, fromUserId: m.fromUserId });
     }
     await recordEvents(tx, tenantId, events);
+    // Marketing opt-out and opt-in keywords (STOP, START...) of the new messages.
+    await applyConsentKeywords(tx, tenantId, unique.filter((m) => fresh.has(m.upstreamMessageId)).map((m) => ({ phone: phoneOf(m), type: m.type, text: m.text, at: m.timestamp })));
     return fresh.size;
   }
 }

@@ -50,8 +50,17 @@ const campaignFields = {
 export const Campaign = Type.Object(campaignFields);
 export type Campaign = Static<typeof Campaign>;
 
+/** Recipients a MARKETING campaign skips, by reason (all zero for UTILITY and AUTHENTICATION). */
+export const Excluded = Type.Object({
+  opted_out: Type.Integer(),
+  marketing_blocked_country: Type.Integer(),
+  frequency_cap: Type.Integer(),
+});
+
 export const Preflight = Type.Object({
   audience_size: Type.Integer(),
+  /** Of audience_size, never sent; the tier check and duration count the rest. */
+  excluded: Excluded,
   /** The operator's per-number tier (Meta's older model), as set; informational. */
   messaging_tier: Nullable(Type.String()),
   /** The business portfolio's messaging limit: unique users per moving 24 h outside a service window; null when unlimited or no account. */
@@ -104,11 +113,15 @@ export const ErrorCodeParams = Type.Object({ id: Type.String(), error_code: Type
 export const AudiencePreview = Type.Object({
   total: Type.Integer(),
   sample: Type.Array(Type.Object({ id: Type.String(), first_name: Type.String(), phone: Type.String() })),
+  /** Of total, recipients a MARKETING campaign skips, by reason. */
+  excluded: Excluded,
 });
 
 export const FieldCoverageBody = Type.Object({ fields: Type.Array(Type.String({ minLength: 1, maxLength: 120 }), { minItems: 1, maxItems: 50 }) });
 export const FieldCoverage = Type.Object({
   total_recipients: Type.Integer(),
+  /** Of total_recipients, recipients a MARKETING campaign skips, by reason. */
+  excluded: Excluded,
   coverage: Type.Record(Type.String(), Type.Object({ present: Type.Integer(), missing: Type.Integer() })),
 });
 
@@ -141,6 +154,8 @@ export const Recipient = Type.Object({
   error_code: Nullable(Type.String()),
   attempts: Type.Integer(),
   updated_at: Nullable(Type.String()),
+  /** Why a skipped recipient was never sent: opted_out, marketing_blocked_country or frequency_cap; null otherwise. */
+  skip_reason: Nullable(Type.String()),
 });
 export const RECIPIENT_STATUSES = ['pending', 'sending', 'held', 'deferred', 'skipped', 'sent', 'delivered', 'read', 'failed'] as const;
 export const RecipientStatus = Type.Union(RECIPIENT_STATUSES.map((s) => Type.Literal(s)));

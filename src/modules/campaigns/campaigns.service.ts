@@ -13,6 +13,7 @@ import { placeholderPlan } from '../templates/templates.grammar.ts';
 import { templatesRepository } from '../templates/templates.repository.ts';
 import { checkMappingAgainstTemplate, isContactField, mediaIdsOf, normaliseMapping, renderComponents, templateNeedsParameters, type MappedContact, type VariableMapping } from './campaigns.mapping.ts';
 import { errorCodeText, parseErrorCode } from './campaigns.error-codes.ts';
+import { excludedCounts, exclusionsFor, NONE_EXCLUDED, totalExcluded, type ExcludedCounts } from './campaigns.exclusions.ts';
 import { audienceCondition, campaignsRepository as repo, type Audience, type CampaignRow, type TransitionSet } from './campaigns.repository.ts';
 import type { AudienceBody, Campaign, CampaignCreate, CampaignDetail } from './campaigns.schemas.ts';
 import { AUDIENCE_EDITABLE, canTransition, TRANSITIONS, type CampaignAction } from './campaigns.states.ts';
@@ -124,6 +125,16 @@ function noRecipientsWarning(row: CampaignRow): string {
   return 'The audience resolves to no contacts: the campaign has no recipients and will send nothing.';
 }
 
+/** What a MARKETING campaign skips, in words. */
+function skippedWarning(excluded: ExcludedCounts, audienceSize: number): string {
+  const why = [
+    excluded.opted_out > 0 ? `${excluded.opted_out} opted out of marketing messages` : '',
+    excluded.marketing_blocked_country > 0 ? `${excluded.marketing_blocked_country} US numbers (WhatsApp does not deliver marketing templates to them)` : '',
+    excluded.frequency_cap > 0 ? `${excluded.frequency_cap} reached the marketing frequency cap` : '',
+  ].filter(Boolean);
+  return `${totalExcluded(excluded)} of ${audienceSize} recipients will be skipped, never sent or billed: ${why.join(', ')}.`;
+}
+
 export class CampaignsService {
   constructor(private db: Db, private messagingLimitWindowMs = 86_400_000) {}
 
@@ -143,11 +154,15 @@ export class CampaignsService {
   }
 
   /**
-   * Audience size against the portfolio's messaging limit (what it allows now, and until when the
-   * rest wait), the template's standing, and how long dispatch takes at the number's pace.
+   * Audience size, the recipients a MARKETING campaign skips, the rest against the portfolio's
+   * messaging limit (what it allows now, and until when the rest wait), the template's standing,
+   * and how long dispatch takes at the number's pace.
    */
   private async preflight(row: CampaignRow, db: Db | Tx = this.db): Promise<CampaignDetail['preflight']> {
-    const size = row.materialised_at ? row.total_recipients : await this.audienceCount(db, row.tenant_id, { groups: row.audience_groups, sources: row.audience_sources });
+    const audienceSize = row.materialised_at ? row.total_recipients : await this.audienceCount(db, row.tenant_id, { groups: row.audience_groups, sources: row.audience_sources });
+    const excluded = await this.excluded(db, row);
+    const skipped = totalExcluded(excluded);
+    const size = audienceSize - skipped;
     const account = await db.selectFrom('business_accounts').select(['messages_per_second', 'messaging_tier', 'messaging_limit'])
       .where('tenant_id', '=', row.tenant_id).where('status', '=', 'active').executeTakeFirst();
     const template = await db.selectFrom('templates').select(['category', 'quality_score']).where('id', '=', row.template_id).executeTakeFirst();
@@ -171,9 +186,11 @@ export class CampaignsService {
     if (template && template.category !== row.template_category) {
       warnings.push(`The template's category changed from ${row.template_category} to ${template.category} since the campaign was created: it is priced and limited as ${template.category}.`);
     }
-    if (size === 0) warnings.push(noRecipientsWarning(row));
+    if (skipped > 0) warnings.push(skippedWarning(excluded, audienceSize));
+    if (audienceSize === 0) warnings.push(noRecipientsWarning(row));
     return {
-      audience_size: size,
+      audience_size: audienceSize,
+      excluded,
       messaging_tier: account?.messaging_tier ?? null,
       tier_limit: limit,
       within_tier: account ? waitUntil === null : false,
@@ -185,6 +202,29 @@ export class CampaignsService {
       estimated_duration_seconds: account ? Math.ceil(size / account.messages_per_second) : null,
       warnings,
     };
+  }
+
+  /**
+   * Recipients the campaign skips, by reason: its skipped recipients once materialised, else its
+   * audience as materialising it now would skip them.
+   */
+  private async excluded(db: Db | Tx, row: CampaignRow): Promise<ExcludedCounts> {
+    if (row.materialised_at) {
+      const { rows } = await sql<{ reason: string | null; n: number }>`
+        SELECT skip_reason AS reason, count(*)::int AS n FROM campaign_recipients
+        WHERE campaign_id = ${row.id}::uuid AND tenant_id = ${row.tenant_id}::uuid AND status = 'skipped' GROUP BY skip_reason`.execute(db);
+      return excludedCounts(rows);
+    }
+    if (row.audience_groups.length === 0 && row.audience_sources.length === 0) return NONE_EXCLUDED;
+    const ex = await exclusionsFor(db, row.tenant_id, row.template_id, row.template_category);
+    if (!ex.applies) return NONE_EXCLUDED;
+    const { rows } = await sql<{ reason: string | null; n: number }>`
+      ${ex.with}
+      SELECT x.reason, count(*)::int AS n
+      FROM contacts c ${ex.join} CROSS JOIN LATERAL (SELECT ${ex.reason} AS reason) x
+      WHERE ${audienceCondition(row.tenant_id, { groups: row.audience_groups, sources: row.audience_sources })} AND x.reason IS NOT NULL
+      GROUP BY x.reason`.execute(db);
+    return excludedCounts(rows);
   }
 
   private async audienceCount(db: Db | Tx, tenantId: string, audience: Audience): Promise<number> {
@@ -317,12 +357,12 @@ export class CampaignsService {
   async audiencePreview(tenantId: string, id: string) {
     const row = await this.mustFind(this.db, tenantId, id);
     const contacts = campaignContacts(row);
-    if (!contacts) return { total: 0, sample: [] };
+    if (!contacts) return { total: 0, sample: [], excluded: NONE_EXCLUDED };
     const { rows } = await sql<{ id: string; first_name: string; phone: string; total: number }>`
       SELECT c.id, c.first_name, c.phone, count(*) OVER ()::int AS total
       FROM ${contacts.from} ORDER BY ${contacts.order} LIMIT 10`.execute(this.db);
     const total = rows.length < 10 ? rows.length : rows[0].total;
-    return { total, sample: rows.map((r) => ({ id: r.id, first_name: r.first_name, phone: r.phone })) };
+    return { total, sample: rows.map((r) => ({ id: r.id, first_name: r.first_name, phone: r.phone })), excluded: await this.excluded(this.db, row) };
   }
 
   async fieldCoverage(tenantId: string, id: string, fields: string[]) {
@@ -342,7 +382,7 @@ export class CampaignsService {
       SELECT count(*)::int AS total, ${sql.join(present)} FROM ${contacts?.from ?? sql`contacts c WHERE false`}`.execute(this.db);
     const total = rows[0].total;
     const coverage = Object.fromEntries(unique.map((field, i) => [field, { present: rows[0][`f${i}`], missing: total - rows[0][`f${i}`] }]));
-    return { total_recipients: total, coverage };
+    return { total_recipients: total, excluded: await this.excluded(this.db, row), coverage };
   }
 
   async renderPreview(tenantId: string, id: string, sampleContactId: string | undefined) {

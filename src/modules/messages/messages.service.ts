@@ -16,6 +16,7 @@ import { recordEvents } from '../../events/events.ts';
 import { isThrottle, outcomeOfCallbackFailure, outcomeOfSend, type FailureOutcome } from '../../upstream/outcomes.ts';
 import { refusedEvent } from './messages.statuses.ts';
 import { addCommunication } from '../contacts/communications.repository.ts';
+import { optOutOnMarketingRefusals } from '../contacts/marketing-consent.ts';
 import { e164Problem } from '../contacts/phone.ts';
 import type { MediaService } from '../media/media.service.ts';
 import { placeholderPlan } from '../templates/templates.grammar.ts';
@@ -215,6 +216,7 @@ export class MessagesService {
       const row = await repo.recordFailed(tx, tenantId, record.id, { code: error.code, title: error.title });
       if (row) await recordEvents(tx, tenantId, [refusedEvent(row, { code: error.code, title: error.title }, row.failed_at ?? new Date())]);
       await applyStop(tx, tenantId, outcome, record.templateId);
+      await optOutOnMarketingRefusals(tx, tenantId, [{ phone: record.to, code: error.code, at: row?.failed_at ?? new Date() }]);
     });
     return this.refusalError(record, outcome);
   }

@@ -1594,6 +1594,9 @@ export interface components {
                 [key: string]: unknown;
             };
             source: string;
+            marketing_opt_out: boolean;
+            marketing_opt_out_at: null | string;
+            marketing_opt_out_source: null | ("user_preferences" | "keyword" | "error_131050" | "api");
             created_at: string;
             updated_at: null | string;
         };
@@ -1623,6 +1626,7 @@ export interface components {
             custom_fields?: {
                 [key: string]: unknown;
             };
+            marketing_opt_out?: boolean;
         };
         ContactPage: {
             data: components["schemas"]["Contact"][];
@@ -1866,6 +1870,11 @@ export interface components {
         };
         CampaignPreflight: {
             audience_size: number;
+            excluded: {
+                opted_out: number;
+                marketing_blocked_country: number;
+                frequency_cap: number;
+            };
             messaging_tier: null | string;
             tier_limit: null | number;
             within_tier: boolean;
@@ -1897,12 +1906,22 @@ export interface components {
                 first_name: string;
                 phone: string;
             }[];
+            excluded: {
+                opted_out: number;
+                marketing_blocked_country: number;
+                frequency_cap: number;
+            };
         };
         FieldCoverageRequest: {
             fields: string[];
         };
         FieldCoverage: {
             total_recipients: number;
+            excluded: {
+                opted_out: number;
+                marketing_blocked_country: number;
+                frequency_cap: number;
+            };
             coverage: {
                 [key: string]: {
                     present: number;
@@ -1952,6 +1971,7 @@ export interface components {
             error_code: null | string;
             attempts: number;
             updated_at: null | string;
+            skip_reason: null | string;
         };
         CampaignRecipientPage: {
             data: components["schemas"]["CampaignRecipient"][];
