@@ -39,7 +39,7 @@ import type { AddressInfo } from 'node:net';
 import pino, { type Logger } from 'pino';
 import { CallbackDeliverer, type SavedCallback } from './callbacks.ts';
 import {
-  bindPhoneNumber, inbound, listHeld, listRecipientRules, pauseTemplate, reviewTemplate, setRecipientRule, setTemplatePacing, settleHeld,
+  bindPhoneNumber, expireMedia, inbound, listHeld, listRecipientRules, pauseTemplate, reviewTemplate, setRecipientRule, setTemplatePacing, settleHeld,
   unpauseTemplate, updateConfig,
 } from './control.ts';
 import { graphError, missingTokenError, statusErrorText } from './graph-errors.ts';
@@ -49,7 +49,7 @@ import { RecipientRules, type HeldFate, type RecipientRule } from './recipients.
 import { SendsLog } from './sends-log.ts';
 import { ServiceWindows } from './service-windows.ts';
 import { StateFile } from './state-file.ts';
-import { displayPhoneNumber, type Reply, type SandboxConfig, type SandboxState } from './state.ts';
+import { displayPhoneNumber, MEDIA_DOWNLOAD_PATH, type Reply, type SandboxConfig, type SandboxState } from './state.ts';
 import { StatusPipeline, type PendingStatus, type StatusPipelineSnapshot } from './statuses.ts';
 import { TemplateStore, templateJson, type SandboxTemplate, type TemplateStatusChange, type TemplateStoreSnapshot } from './templates.ts';
 
@@ -105,6 +105,7 @@ const CONTROL_ROUTES_WITH_BODY: Record<string, (state: SandboxState, body: unkno
   'POST /__sandbox/templates/pacing': setTemplatePacing,
   'POST /__sandbox/held/settle': settleHeld,
   'POST /__sandbox/inbound': inbound,
+  'POST /__sandbox/media/expire': expireMedia,
   'POST /__sandbox/phone_numbers': bindPhoneNumber,
 };
 const JSON_LIMIT = 1024 * 1024;
@@ -204,7 +205,7 @@ export async function createSandbox(options: SandboxOptions): Promise<Sandbox> {
     try { id = decodeURIComponent(parts[1]); } catch { return () => graphError(2500, { title: `Unknown path components: ${path}` }); }
     const edge = parts[2];
     const route = `${req.method} ${edge ?? ''}`;
-    if (route === 'GET ') return () => graph.getObject(id, query);
+    if (route === 'GET ') return () => graph.getObject(id, query, `http://${req.headers.host ?? '127.0.0.1'}`);
     if (route === 'GET message_templates') return () => graph.listTemplates(id, query, `http://${req.headers.host ?? '127.0.0.1'}${req.url}`);
     if (route === 'POST messages' || route === 'POST message_templates') {
       const raw = await readBody(req, JSON_LIMIT);
@@ -228,6 +229,10 @@ export async function createSandbox(options: SandboxOptions): Promise<Sandbox> {
       write(res, await control(req, path, query));
       return;
     }
+    if (path === MEDIA_DOWNLOAD_PATH) {
+      downloadMedia(req, res, query.get('mid') ?? '');
+      return;
+    }
     const work = await graphRoute(req, path, query);
     // A slow upstream is slow before it answers: the request is read at once (a client that gives
     // up still leaves it behind), but taken (its statuses queued) only after the delay, so
@@ -235,6 +240,15 @@ export async function createSandbox(options: SandboxOptions): Promise<Sandbox> {
     const latency = state.config.latency_ms;
     if (latency > 0) await new Promise((resolve) => setTimeout(resolve, latency));
     write(res, await work());
+  }
+
+  function downloadMedia(req: IncomingMessage, res: ServerResponse, id: string): void {
+    const auth = req.headers.authorization;
+    if (!auth || !/^Bearer\s+\S+/i.test(auth)) { write(res, { status: 401, body: { error: { message: 'a Bearer token is required' } } }); return; }
+    const media = state.media.get(id);
+    if (!media?.bytes) { write(res, { status: 404, body: { error: { message: 'media not found' } } }); return; }
+    res.writeHead(200, { 'content-type': media.mimeType, 'content-length': media.bytes.length });
+    res.end(media.bytes);
   }
 
   const server = createServer({ keepAliveTimeout: 65_000 }, (req, res) => {
