@@ -192,7 +192,7 @@ export function createUpstreamClient(options: UpstreamClientOptions): UpstreamCl
       const described = toOutcome(lookup, (body) => (typeof body.url === 'string' ? body : null));
       if (described.kind !== 'accepted') {
         // Graph answers an unknown (or expired) object id with 100/33.
-        const gone = described.kind === 'rejected' && ((described.error.code === 100 && described.error.subcode === 33) || described.error.httpStatus === 404);
+        const gone = described.kind === 'rejected' && described.error.code === 100 && described.error.subcode === 33;
         return gone ? { kind: 'accepted', value: { gone: true } } : described;
       }
       const url = String(described.value.url);
