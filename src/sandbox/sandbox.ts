@@ -27,6 +27,9 @@
  * - Statuses carry `pricing` on sent and delivered (a template in its category; a free-form
  *   message as a free service message), never on read or failed, and `contacts[]` beside them
  *   (not for failed ones).
+ * - `POST /__sandbox/inbound` sends any message type (`message`) or a user's file (`media`), whose
+ *   bytes `GET /{media_id}`'s `url` serves (on this server, Bearer token required) until
+ *   `POST /__sandbox/media/expire` lets it go.
  * - `POST /__sandbox/reset` forgets recipient rules, review rules, template pacing, service
  *   windows, the sends log and throughput windows, and restores the configuration defaults except
  *   `callback_url`; templates stay, and so does what is owed (held messages, queued callbacks).
