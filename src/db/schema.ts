@@ -233,9 +233,13 @@ export interface MessagesTable {
   campaign_id: string | null;
   callback_data: string | null;
   attempted_at: Timestamp | null;
+  /** The user's reactions to this message, `[{ emoji, from, reacted_at }]`; null: none yet. */
+  reactions: ColumnType<Reaction[] | null, string | null | undefined, string | null>;
   created_at: CreatedAt;
   updated_at: Timestamp | null;
 }
+
+export interface Reaction { emoji: string; from: string | null; reacted_at: string }
 
 export interface InboundMessagesTable {
   id: string;
@@ -249,6 +253,13 @@ export interface InboundMessagesTable {
   text: string | null;
   payload: Json;
   received_at: Timestamp;
+  /** The per-type fields message.received carried (button, interactive, media, context, ...). */
+  details: ColumnType<Record<string, unknown> | null, string | null | undefined, string | null>;
+  /** A reaction, edit or revoke: the upstream id of the message it changes (not a message of its own). */
+  annotates_upstream_id: string | null;
+  reactions: ColumnType<Reaction[] | null, string | null | undefined, string | null>;
+  edited_at: Timestamp | null;
+  deleted_at: Timestamp | null;
   created_at: CreatedAt;
 }
 

@@ -122,12 +122,18 @@ export const PUBLIC_OPERATIONS: Record<string, OperationDoc> = {
     },
   },
   'GET /messages': {
-    operationId: 'listMessages', summary: 'List sent messages', tag: 'Messages',
-    description: 'Newest first, with the delivery status of each message (single sends and campaign sends). Filters: `to`, `status`, `contact_id`, `campaign_id`, `template_name`, and `created_after` (inclusive) / `created_before` (exclusive).',
+    operationId: 'listMessages', summary: 'List messages, sent and received', tag: 'Messages',
+    description: 'Newest first: the messages we sent, with the delivery status of each (single sends and campaign sends), and the messages users sent (`direction: inbound`, with the fields of message.received). Filters: `direction` (`outbound` or `inbound`; both when absent), `contact_id`, `created_after` (inclusive) / `created_before` (exclusive) for both; `to`, `status`, `campaign_id`, `template_name` select sent messages only, `from` received ones only. Reactions, edits and deletions are not messages of their own: they show on the message they name (`reactions`, `edited_at`, `deleted_at`).',
   },
   'GET /messages/{id}': {
-    operationId: 'getMessage', summary: 'Get a sent message', tag: 'Messages', notFound: 'Message not found',
-    description: 'By the `message_id` of the send response and the message.* events, or by our `id`: its status, status timestamps and error.',
+    operationId: 'getMessage', summary: 'Get a message', tag: 'Messages', notFound: 'Message not found',
+    description: 'By the `message_id` of the send response and the message.* / message.received events, or by our `id`. A sent message: its status, status timestamps and error; a received one: its content.',
+  },
+  'GET /messages/{id}/media': {
+    operationId: 'getInboundMessageMedia', summary: 'Download a received message\'s media', tag: 'Messages', notFound: 'Message not found',
+    upstream: 'downloading the media',
+    description: 'The file of an inbound image, video, audio, document or sticker, streamed from the upstream with its MIME type (and `Content-Disposition` with the file name for documents). The upstream keeps such media for a limited time (days): afterwards, and for a message without media, 404. Scope contacts:read.',
+    responses: { 200: { description: 'The media bytes', content: { 'application/octet-stream': { schema: { type: 'string', format: 'binary' } } } } },
   },
 
   // Media

@@ -4,7 +4,7 @@ import { graphError, statusErrorText, type GraphErrorReply } from './graph-error
 import { parseMultipart } from './multipart.ts';
 import { digitsOf } from './sends-log.ts';
 import { SERVICE_WINDOW_MS } from './service-windows.ts';
-import type { Reply, SandboxState } from './state.ts';
+import { MEDIA_DOWNLOAD_PATH, type Reply, type SandboxState } from './state.ts';
 import type { AcceptedMessage } from './statuses.ts';
 import { checkSendComponents } from './template-params.ts';
 import { templateJson, type SandboxTemplate } from './templates.ts';
@@ -336,7 +336,7 @@ export class GraphHandlers {
   }
 
   /** GET /{id}: a template (its `fields` when asked), or an uploaded media object. */
-  getObject(id: string, query: URLSearchParams = new URLSearchParams()): Reply {
+  getObject(id: string, query: URLSearchParams = new URLSearchParams(), selfOrigin = 'http://127.0.0.1'): Reply {
     const template = this.state.templates.get(id);
     if (template) {
       const fields = requestedFields(query);
@@ -354,7 +354,8 @@ export class GraphHandlers {
     if (media) {
       return {
         status: 200,
-        body: { messaging_product: 'whatsapp', url: `https://lookaside.sandbox.invalid/media/${media.id}`, mime_type: media.mimeType, sha256: media.sha256, file_size: String(media.size), id: media.id },
+        // Media a user sent can be downloaded from the sandbox itself; an upload's bytes are not kept.
+        body: { messaging_product: 'whatsapp', url: media.bytes ? `${selfOrigin}${MEDIA_DOWNLOAD_PATH}?mid=${media.id}` : `https://lookaside.sandbox.invalid/media/${media.id}`, mime_type: media.mimeType, sha256: media.sha256, file_size: String(media.size), id: media.id },
       };
     }
     return fromError(graphError(100, {

@@ -29,6 +29,9 @@
  *   (not for failed ones).
  * - `POST /__sandbox/user_preferences {to_phone_number_id, from, value: stop|resume}` posts Meta's
  *   `user_preferences` callback (a user stopped or resumed marketing messages).
+ * - `POST /__sandbox/inbound` sends any message type (`message`) or a user's file (`media`), whose
+ *   bytes `GET /{media_id}`'s `url` serves (on this server, Bearer token required) until
+ *   `POST /__sandbox/media/expire` lets it go.
  * - `POST /__sandbox/reset` forgets recipient rules, review rules, template pacing, service
  *   windows, the sends log and throughput windows, and restores the configuration defaults except
  *   `callback_url`; templates stay, and so does what is owed (held messages, queued callbacks).
@@ -42,7 +45,7 @@ import pino, { type Logger } from 'pino';
 import { businessCapability, phoneNumberQuality, templateCategory, templateQuality } from './account-callbacks.ts';
 import { CallbackDeliverer, type SavedCallback } from './callbacks.ts';
 import {
-  bindPhoneNumber, inbound, listHeld, listRecipientRules, pauseTemplate, reviewTemplate, setRecipientRule, setTemplatePacing, settleHeld,
+  bindPhoneNumber, expireMedia, inbound, listHeld, listRecipientRules, pauseTemplate, reviewTemplate, setRecipientRule, setTemplatePacing, settleHeld,
   unpauseTemplate, updateConfig,
 } from './control.ts';
 import { graphError, missingTokenError, statusErrorText } from './graph-errors.ts';
@@ -53,7 +56,7 @@ import { SendsLog } from './sends-log.ts';
 import { ServiceWindows } from './service-windows.ts';
 import { StateFile } from './state-file.ts';
 import { userPreferences } from './user-preferences.ts';
-import { displayPhoneNumber, type Reply, type SandboxConfig, type SandboxState } from './state.ts';
+import { displayPhoneNumber, MEDIA_DOWNLOAD_PATH, type Reply, type SandboxConfig, type SandboxState } from './state.ts';
 import { StatusPipeline, type PendingStatus, type StatusPipelineSnapshot } from './statuses.ts';
 import { TemplateStore, templateJson, type SandboxTemplate, type TemplateStatusChange, type TemplateStoreSnapshot } from './templates.ts';
 
@@ -109,6 +112,7 @@ const CONTROL_ROUTES_WITH_BODY: Record<string, (state: SandboxState, body: unkno
   'POST /__sandbox/templates/pacing': setTemplatePacing,
   'POST /__sandbox/held/settle': settleHeld,
   'POST /__sandbox/inbound': inbound,
+  'POST /__sandbox/media/expire': expireMedia,
   'POST /__sandbox/phone_numbers': bindPhoneNumber,
   'POST /__sandbox/business_capability': businessCapability,
   'POST /__sandbox/phone_number_quality': phoneNumberQuality,
@@ -215,7 +219,7 @@ export async function createSandbox(options: SandboxOptions): Promise<Sandbox> {
     try { id = decodeURIComponent(parts[1]); } catch { return () => graphError(2500, { title: `Unknown path components: ${path}` }); }
     const edge = parts[2];
     const route = `${req.method} ${edge ?? ''}`;
-    if (route === 'GET ') return () => graph.getObject(id, query);
+    if (route === 'GET ') return () => graph.getObject(id, query, `http://${req.headers.host ?? '127.0.0.1'}`);
     if (route === 'GET message_templates') return () => graph.listTemplates(id, query, `http://${req.headers.host ?? '127.0.0.1'}${req.url}`);
     if (route === 'POST messages' || route === 'POST message_templates') {
       const raw = await readBody(req, JSON_LIMIT);
@@ -239,6 +243,10 @@ export async function createSandbox(options: SandboxOptions): Promise<Sandbox> {
       write(res, await control(req, path, query));
       return;
     }
+    if (path === MEDIA_DOWNLOAD_PATH) {
+      downloadMedia(req, res, query.get('mid') ?? '');
+      return;
+    }
     const work = await graphRoute(req, path, query);
     // A slow upstream is slow before it answers: the request is read at once (a client that gives
     // up still leaves it behind), but taken (its statuses queued) only after the delay, so
@@ -246,6 +254,15 @@ export async function createSandbox(options: SandboxOptions): Promise<Sandbox> {
     const latency = state.config.latency_ms;
     if (latency > 0) await new Promise((resolve) => setTimeout(resolve, latency));
     write(res, await work());
+  }
+
+  function downloadMedia(req: IncomingMessage, res: ServerResponse, id: string): void {
+    const auth = req.headers.authorization;
+    if (!auth || !/^Bearer\s+\S+/i.test(auth)) { write(res, { status: 401, body: { error: { message: 'a Bearer token is required' } } }); return; }
+    const media = state.media.get(id);
+    if (!media?.bytes) { write(res, { status: 404, body: { error: { message: 'media not found' } } }); return; }
+    res.writeHead(200, { 'content-type': media.mimeType, 'content-length': media.bytes.length });
+    res.end(media.bytes);
   }
 
   const server = createServer({ keepAliveTimeout: 65_000 }, (req, res) => {

@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import type { Readable } from 'node:stream';
 import type { Logger } from 'pino';
 import type { Db } from '../../db/database.ts';
 import { StatementBatcher } from '../../db/statement-batcher.ts';
@@ -8,7 +9,7 @@ import { completeIdempotencyKey, idempotencyScope, type IdempotencyScope } from 
 import type { SendComponent, UpstreamAccount, UpstreamClient } from '../../upstream/types.ts';
 import type { SendPacer } from './send-pacer.ts';
 import { countMessagedUsers } from '../business-accounts/messaging-limit.ts';
-import { findAccountsAndApprovedTemplates, noActiveAccount, toUpstreamAccount } from '../business-accounts/business-accounts.repository.ts';
+import { findAccountsAndApprovedTemplates, findActiveAccount, noActiveAccount, toUpstreamAccount } from '../business-accounts/business-accounts.repository.ts';
 import { NO_ACTIVE_ACCOUNT } from '../business-accounts/business-accounts.repository.ts';
 import { upstreamFailure } from '../business-accounts/upstream-failures.ts';
 import { applyStop } from '../campaigns/upstream-stops.ts';
@@ -45,6 +46,23 @@ export class MessagesService {
     const message = await messageQueries.find(this.db, tenantId, id);
     if (!message) throw notFound('Message');
     return message;
+  }
+
+  /**
+   * The bytes of an inbound message's media, streamed from the upstream while it keeps them. A
+   * message without media, or media the upstream no longer has, is a 404.
+   */
+  async inboundMedia(tenantId: string, id: string): Promise<{ body: Readable; mimeType: string; size: number | null; filename: string | null }> {
+    const message = await messageQueries.findInbound(this.db, tenantId, id);
+    if (!message) throw notFound('Message');
+    const media = (message.details as { media?: { id?: string | null; filename?: string | null } } | null)?.media;
+    if (!media?.id || message.deleted_at) throw new AppError('NOT_FOUND', 'This message has no media');
+    const account = await findActiveAccount(this.db, tenantId);
+    if (!account) throw noActiveAccount();
+    const outcome = await this.upstream.downloadMedia(toUpstreamAccount(account, this.secretsKey), media.id);
+    if (outcome.kind !== 'accepted') throw upstreamFailure(outcome, 'downloading the media');
+    if (outcome.value.gone) throw new AppError('NOT_FOUND', 'The media is no longer available from the messaging platform');
+    return { ...outcome.value, filename: media.filename ?? null };
   }
 
   async list(tenantId: string, query: MessageListQuery): Promise<{ data: Message[]; pagination: Pagination }> {
