@@ -110,6 +110,33 @@ describe('messaging limit: the dispatcher holds recipients beyond it until the w
     }
   }, 60_000);
 
+  it('a limited tenant\'s MARKETING campaign skips a contact who opted out after materialising, at its claim, and does not count it', async () => {
+    const tenant = await createConnectedTenant(t.app);
+    expect((await setLimit(tenant.id, 10)).statusCode).toBe(200);
+    // uniquePhone() numbers are +1 415 (US): the US marketing rule is not what this is about.
+    const rule = await t.app.inject({ method: 'PATCH', url: `/admin/v1/tenants/${tenant.id}/marketing-settings`, headers: adminHeaders, payload: { block_us_marketing: false } });
+    expect(rule.statusCode, rule.body).toBe(200);
+    const template = await createApprovedTemplate(t.app, tenant, { category: 'MARKETING' });
+    const tag = uniqueTag();
+    const contacts = await createContacts(t, tenant, someContacts(4, { tags: [tag] }));
+    const id = await createCampaign(tenant, template.id, tag);
+    expect((await call(t.app, tenant, 'POST', `/campaigns/${id}/send`)).statusCode).toBe(200);
+    const optedOut = await call(t.app, tenant, 'PATCH', `/contacts/${contacts[0].id}`, { marketing_opt_out: true });
+    expect(optedOut.statusCode, optedOut.body).toBe(200);
+    const workers = runCampaignWorkers(t, [tenant.id]);
+    try {
+      const done = await eventually(async () => {
+        const c = await getCampaign(tenant, id);
+        return c.status === 'COMPLETED' ? c : null;
+      }, 20_000);
+      expect(done.stats).toMatchObject({ total: 4, sent: 3, skipped: 1, failed: 0, pending: 0 });
+      expect(await sendsTo(contacts[0].phone)).toHaveLength(0);
+      expect(done.preflight).toMatchObject({ messaging_limit_used: 3, messaging_limit_available: 7 });
+    } finally {
+      await workers.stop();
+    }
+  }, 30_000);
+
   it('unlimited (the sandbox\'s default at connection): nothing is counted, the campaign goes out at once', async () => {
     const tenant = await createConnectedTenant(t.app);
     const account = (await t.app.inject({ method: 'GET', url: `/admin/v1/tenants/${tenant.id}/business-account`, headers: adminHeaders })).json();
