@@ -213,20 +213,26 @@ drill(title, { timeout: 300_000 }, async () => {
   log(`both campaigns completed and final, ${((Date.now() - sendStarted) / 1000).toFixed(1)} s after the sends started`);
 
   // The sandbox's log: every recipient of each number exactly once, and the number's pace kept.
-  const sends = (await (await fetch(`${sandboxUrl}/__sandbox/sends`)).json() as Json).data as { to: string; at: string }[];
+  const sends = (await (await fetch(`${sandboxUrl}/__sandbox/sends`)).json() as Json).data as { to: string; at: string; phone_number_id: string; from: string | null }[];
+  const nodeOf = new Map([...network.hosts.values()].map((h) => [h.address, h.name]));
+  const sender = (s: { from: string | null }) => nodeOf.get((s.from ?? '').replace(/^::ffff:/, '')) ?? s.from;
   const busiest: Record<string, { sends: number; at: string }> = {};
   for (const n of numbers) {
-    const mine = sends.filter((s) => s.to.replace(/^\+/, '').startsWith(n.prefix));
+    const mine = sends.filter((s) => s.phone_number_id === n.phoneNumberId);
+    expect(mine.every((s) => s.to.replace(/^\+/, '').startsWith(n.prefix)), `${n.phoneNumberId} sent only to its own audience`).toBe(true);
     const perPhone = new Map<string, number>();
     for (const s of mine) perPhone.set(s.to, (perPhone.get(s.to) ?? 0) + 1);
     const twice = [...perPhone].filter(([, count]) => count > 1);
     if (twice.length > 0) {
-      const timesOf = (phone: string) => mine.filter((s) => s.to === phone).map((s) => `+${((new Date(s.at).getTime() - cutAt) / 1000).toFixed(1)}s`);
+      const timesOf = (phone: string) => mine.filter((s) => s.to === phone).map((s) => `+${((new Date(s.at).getTime() - cutAt) / 1000).toFixed(1)}s by ${sender(s)}`);
       const { rows } = await db.query('SELECT phone, status, attempts FROM campaign_recipients WHERE campaign_id = $1 AND phone = ANY($2)', [n.campaign, twice.slice(0, 8).map(([phone]) => phone)]);
       log(`sent twice on ${n.phoneNumberId} (times from the cut; recipient rows): ${twice.slice(0, 8).map(([phone]) => `${phone} ${timesOf(phone).join(' & ')}`).join('; ')}; ${JSON.stringify(rows)}`);
     }
     const peak = busiestSecond(mine.map((s) => new Date(s.at).getTime()));
     busiest[n.phoneNumberId] = { sends: peak.sends, at: new Date(peak.at).toISOString() };
+    const byNode = new Map<string, number>();
+    for (const s of mine) byNode.set(String(sender(s)), (byNode.get(String(sender(s))) ?? 0) + 1);
+    log(`number ${n.phoneNumberId}: sends by node ${JSON.stringify(Object.fromEntries(byNode))}`);
     log(`number ${n.phoneNumberId}: ${mine.length} sends at the sandbox to ${perPhone.size} phones, ${twice.length} sent twice or more, busiest one-second window ${peak.sends} (limit ${RATE}) from ${busiest[n.phoneNumberId].at}`);
     expect(twice.slice(0, 10), `recipients sent more than once on ${n.phoneNumberId}`).toEqual([]);
     expect(perPhone.size, `recipients sent on ${n.phoneNumberId}`).toBe(PER_NUMBER);

@@ -177,7 +177,7 @@ export class GraphHandlers {
     return window.count > limit;
   }
 
-  send(phoneNumberId: string, raw: Buffer): Reply {
+  send(phoneNumberId: string, raw: Buffer, from: string | null = null): Reply {
     const { state } = this;
     const body = parseJson(raw);
     if (!isObject(body)) return fromError(graphError(100, { details: 'The request body must be a JSON object.' }));
@@ -249,7 +249,7 @@ export class GraphHandlers {
     const messageId = newWamid();
     state.sends.add({
       message_id: messageId, to, template: template?.name ?? null, language: template?.language ?? null, components,
-      biz_opaque_callback_data: (callbackData as string | undefined) ?? null, at: new Date().toISOString(),
+      biz_opaque_callback_data: (callbackData as string | undefined) ?? null, at: new Date().toISOString(), phone_number_id: phoneNumberId, from,
     });
     const accepted = fate.kind === 'accept' ? fate : { outcome: 'ok' as const, errorCode: null, delayMs: 0 };
     // Header media is fetched after the 200, as Meta does: a bad one fails the message by callback.

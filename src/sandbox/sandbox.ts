@@ -224,7 +224,7 @@ export async function createSandbox(options: SandboxOptions): Promise<Sandbox> {
     if (route === 'POST messages' || route === 'POST message_templates') {
       const raw = await readBody(req, JSON_LIMIT);
       if (!raw) return () => graphError(100, { details: 'Request body too large.' });
-      return edge === 'messages' ? () => graph.send(id, raw) : () => graph.createTemplate(id, raw);
+      return edge === 'messages' ? () => graph.send(id, raw, req.socket.remoteAddress ?? null) : () => graph.createTemplate(id, raw);
     }
     if (route === 'POST media') {
       const raw = await readBody(req, MEDIA_LIMIT);
