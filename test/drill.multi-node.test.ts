@@ -59,7 +59,7 @@ afterAll(async () => {
   }
 });
 
-drill(title, { timeout: 300_000 }, async () => {
+drill(title, { timeout: 600_000 }, async () => {
   const started = Date.now();
   const log = (msg: string) => console.log(`[drill +${((Date.now() - started) / 1000).toFixed(1)}s] ${msg}`);
   if (!support.netem) log(`running WITHOUT netem latency: ${support.netemReason}`);
@@ -200,7 +200,7 @@ drill(title, { timeout: 300_000 }, async () => {
 
   const finals: Json[] = [];
   for (const n of numbers) {
-    for (const deadline = Date.now() + 180_000; ;) {
+    for (const deadline = Date.now() + 300_000; ;) {
       const c = await campaignOf(n);
       if (c.status === 'COMPLETED' && c.stats.read + c.stats.failed === c.stats.total) {
         finals.push(c);
