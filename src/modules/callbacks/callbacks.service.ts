@@ -6,6 +6,7 @@ import { nestsDeeperThan, storable } from '../../http/storable-text.ts';
 import { findTenantByPhoneNumberId } from '../business-accounts/business-accounts.repository.ts';
 import { addCommunication } from '../contacts/communications.repository.ts';
 import { applyMessageStatuses, type AppliedStatus, type DeliveryStatus, type StatusUpdate } from '../messages/messages.statuses.ts';
+import { RateCards, type Pricing } from '../pricing/rate-card.ts';
 import type { TemplateStatusSync, TemplateStatusUpdate } from '../templates/templates.status-sync.ts';
 
 /** Shapes of the upstream's callback envelope (reference §7), as far as we read them. */
@@ -24,6 +25,7 @@ interface RawContact { wa_id?: string; user_id?: string }
 interface RawStatus {
   id?: string; status?: string; timestamp?: string; recipient_id?: string; biz_opaque_callback_data?: string;
   errors?: { code?: number; title?: string; message?: string }[];
+  pricing?: { category?: string; type?: string; billable?: boolean; pricing_model?: string };
 }
 interface RawInbound {
   id?: string; from?: string; from_user_id?: string; timestamp?: string; type?: string;
@@ -86,7 +88,17 @@ function toStatusUpdate(raw: RawStatus): StatusUpdate | null {
     timestamp: toDate(text(s.timestamp)),
     callbackData: text(s.biz_opaque_callback_data) ?? null,
     error: status === 'failed' ? { code: errorCode(error.code), title: text(error.title) ?? text(error.message) ?? 'Unknown failure' } : null,
+    pricing: pricingOf(s.pricing),
   };
+}
+
+/** A status's `pricing` (reference §7), when it names a category; fields of another type read as absent. */
+function pricingOf(raw: RawStatus['pricing']): Pricing | null {
+  const p = record(raw);
+  const category = text(p.category);
+  if (!category || category.length > 64) return null;
+  const short = (value: unknown) => { const t = text(value); return t && t.length <= 64 ? t : null; };
+  return { category, type: short(p.type), billable: typeof p.billable === 'boolean' ? p.billable : null, pricing_model: short(p.pricing_model) };
 }
 
 function parseFlowResponse(json: string | undefined): { flowToken: string | null; response: Record<string, unknown> } {
@@ -146,7 +158,8 @@ export class CallbacksService {
    */
   private routes = new Map<string, { tenantId: string | undefined; until: number }>();
 
-  constructor(private db: Db, private templateSync: TemplateStatusSync, private logger?: Logger, private routeCacheMs = 2000) {}
+  constructor(private db: Db, private templateSync: TemplateStatusSync, private logger?: Logger, private routeCacheMs = 2000,
+    private rateCards = new RateCards(db)) {}
 
   private async tenantFor(phoneNumberId: string): Promise<{ tenantId: string | undefined; fresh: boolean }> {
     const now = Date.now();
@@ -212,11 +225,13 @@ export class CallbacksService {
         ignored += batch.statuses.length + batch.inbound.length;
         continue;
       }
+      // Read before the transaction: the embedded database has one connection, which it holds.
+      const card = batch.statuses.some((u) => u.pricing) ? await this.rateCards.current() : undefined;
       await this.db.transaction().execute(async (tx) => {
         if (batch.statuses.length > 0) {
           let updates = batch.statuses;
           for (const settle of this.settleHooks) updates = await settle(tx, tenantId, updates);
-          const { applied, unknown } = await applyMessageStatuses(tx, tenantId, updates);
+          const { applied, unknown } = await applyMessageStatuses(tx, tenantId, updates, card);
           if (unknown.length > 0) this.logger?.info({ tenant_id: tenantId, count: unknown.length }, 'status callbacks for messages this service did not send; ignored');
           for (const hook of this.statusHooks) await hook(tx, tenantId, applied);
           statuses += applied.length;

@@ -11,6 +11,8 @@ import { isUuid } from '../contacts/contacts.repository.ts';
 import { placeholderPlan } from '../templates/templates.grammar.ts';
 import { templatesRepository } from '../templates/templates.repository.ts';
 import { checkMappingAgainstTemplate, isContactField, mediaIdsOf, normaliseMapping, renderComponents, templateNeedsParameters, type MappedContact, type VariableMapping } from './campaigns.mapping.ts';
+import type { RateCard, RateCards } from '../pricing/rate-card.ts';
+import { campaignCost, estimateCost } from './campaigns.cost.ts';
 import { errorCodeText, parseErrorCode } from './campaigns.error-codes.ts';
 import { audienceCondition, campaignsRepository as repo, type Audience, type CampaignRow, type TransitionSet } from './campaigns.repository.ts';
 import type { AudienceBody, Campaign, CampaignCreate, CampaignDetail } from './campaigns.schemas.ts';
@@ -126,7 +128,7 @@ function noRecipientsWarning(row: CampaignRow): string {
 }
 
 export class CampaignsService {
-  constructor(private db: Db) {}
+  constructor(private db: Db, private rateCards: RateCards) {}
 
   async list(tenantId: string): Promise<{ data: Campaign[] }> {
     return { data: (await repo.list(this.db, tenantId)).map(toCampaign) };
@@ -140,11 +142,18 @@ export class CampaignsService {
 
   async get(tenantId: string, id: string): Promise<CampaignDetail> {
     const row = await this.mustFind(this.db, tenantId, id);
-    return { ...toCampaign(row), audiences: audiencesOf(row), preflight: await this.preflight(row) };
+    return this.detail(row);
+  }
+
+  /** GET one campaign's answer (and of the calls that answer it): with its pre-flight and cost. */
+  private async detail(row: CampaignRow, db: Db | Tx = this.db, card?: RateCard): Promise<CampaignDetail> {
+    card ??= await this.rateCards.current();
+    const estimate = await estimateCost(db, row, card);
+    return { ...toCampaign(row), audiences: audiencesOf(row), preflight: await this.preflight(row, db, estimate), cost: await campaignCost(db, row, card, estimate) };
   }
 
   /** Audience size against the number's messaging tier, and how long dispatch takes at its pace. */
-  private async preflight(row: CampaignRow, db: Db | Tx = this.db): Promise<CampaignDetail['preflight']> {
+  private async preflight(row: CampaignRow, db: Db | Tx, estimatedCost: CampaignDetail['preflight']['estimated_cost']): Promise<CampaignDetail['preflight']> {
     const size = row.materialised_at ? row.total_recipients : await this.audienceCount(db, row.tenant_id, { groups: row.audience_groups, sources: row.audience_sources });
     const account = await db.selectFrom('business_accounts').select(['messages_per_second', 'messaging_tier'])
       .where('tenant_id', '=', row.tenant_id).where('status', '=', 'active').executeTakeFirst();
@@ -160,6 +169,7 @@ export class CampaignsService {
       within_tier: limit === null ? Boolean(account) : size <= limit,
       messages_per_second: account?.messages_per_second ?? null,
       estimated_duration_seconds: account ? Math.ceil(size / account.messages_per_second) : null,
+      estimated_cost: estimatedCost,
       warnings,
     };
   }
@@ -238,7 +248,7 @@ export class CampaignsService {
       if (!updated.materialised_at) await recordEvents(tx, tenantId, [{ type: 'campaign.updated', data: campaignEventData(updated) }]);
       return updated;
     });
-    return { ...toCampaign(row), audiences: audiencesOf(row), preflight: await this.preflight(row) };
+    return this.detail(row);
   }
 
   /**
@@ -246,6 +256,8 @@ export class CampaignsService {
    * when read but lost to a concurrent move before the conditional UPDATE: 409.
    */
   async act(tenantId: string, id: string, action: 'send' | 'schedule' | 'pause' | 'resume' | 'stop', input: { scheduled_at?: string } = {}): Promise<CampaignDetail> {
+    // Read before the transaction: the embedded database has one connection, which it holds.
+    const card = await this.rateCards.current();
     return this.db.transaction().execute(async (tx) => {
       const current = await this.mustFind(tx, tenantId, id);
       if (!canTransition(action, current.status)) {
@@ -267,7 +279,7 @@ export class CampaignsService {
       if (!moved) throw new AppError('CONFLICT', `The campaign changed status concurrently; re-read it and retry`);
       if (starts) moved = await repo.materialise(tx, moved);
       await recordTransition(tx, moved, action);
-      const detail = { ...toCampaign(moved), audiences: audiencesOf(moved), preflight: await this.preflight(moved, tx) };
+      const detail = await this.detail(moved, tx, card);
       await completeIdempotencyKey(tx, detail);
       return detail;
     });
