@@ -170,6 +170,24 @@ describe('campaign cost: pricing from callbacks, the estimate, the spend', () =>
     expect(await cost()).toEqual({ currency: 'USD', estimated: 0.022, spent: 0, by_category: { utility: { messages: 0, amount: 0 } } });
   });
 
+  it('the sandbox prices as Meta does: a utility template is billed, inside the user\'s service window it is free', async () => {
+    const template = await createApprovedTemplate(t.app, tenant, { category: 'UTILITY' });
+    const send = async (phone: string) => {
+      const res = await call(t.app, tenant, 'POST', '/messages/template', {
+        to: phone, template_name: template.template_name, language: template.language,
+        components: [{ type: 'body', parameters: [{ type: 'text', text: 'Ravi' }, { type: 'text', text: 'A-1' }] }],
+      });
+      expect(res.statusCode, res.body).toBe(200);
+      return res.json().message_id as string;
+    };
+    const inWindow = '+919812345605';
+    expect((await sandboxControl(t.sandbox!, 'POST', '/__sandbox/inbound', { to_phone_number_id: tenant.phoneNumberId, from: inWindow, text: 'Hi' })).status).toBe(200);
+    const [billed, free] = [await send('+919812345606'), await send(inWindow)];
+    const priced = (id: string) => eventually(async () => { const m = (await call(t.app, tenant, 'GET', `/messages/${id}`)).json(); return m.status === 'read' && m.pricing ? m : null; });
+    expect(await priced(billed)).toMatchObject({ pricing: pricing('utility'), price: { amount: UTILITY_INDIA, currency: 'USD' } });
+    expect(await priced(free)).toMatchObject({ pricing: pricing('utility', 'free_customer_service', false), price: { amount: 0, currency: 'USD' } });
+  });
+
   it('another tenant\'s campaign is 404, and its cost is not shown', async () => {
     const other = await createConnectedTenant(t.app);
     expect((await call(t.app, other, 'GET', `/campaigns/${campaignId}`)).statusCode).toBe(404);

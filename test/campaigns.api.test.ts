@@ -288,6 +288,7 @@ describe('campaigns API: resource, validation, access', () => {
     expect(got.json().audiences).toEqual([{ type: 'group', value: tag }, { type: 'source', value: source }]);
     expect(got.json().preflight).toEqual({
       audience_size: 5, messaging_tier: '1K', tier_limit: 1000, within_tier: true, messages_per_second: 80, estimated_duration_seconds: 1, warnings: [],
+      estimated_cost: expect.objectContaining({ currency: 'USD', amount: expect.any(Number) }),
     });
     const empty = (await call(t.app, tenant, 'GET', `/campaigns/${ids[0]}`)).json();
     expect(empty.audiences).toEqual([]);
