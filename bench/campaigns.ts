@@ -83,6 +83,8 @@ export async function run(): Promise<object> {
     const phoneNumberId = `5${Date.now()}${seq++}`;
     await json(`${url}/admin/v1/tenants/${t.id}/business-account`, { method: 'PUT', headers: admin,
       body: JSON.stringify({ waba_id: `4${Date.now()}${seq}`, phone_number_id: phoneNumberId, access_token: 'bench', messages_per_second: mps, messaging_tier: 'unlimited' }) });
+    // The seeded contacts have US numbers, which MARKETING campaigns skip by default.
+    await json(`${url}/admin/v1/tenants/${t.id}/marketing-settings`, { method: 'PATCH', headers: admin, body: JSON.stringify({ block_us_marketing: false }) });
     const auth = { authorization: `Bearer ${key.key}` };
     const template = await json(`${url}/api/v1/public/templates`, { method: 'POST', headers: auth, body: JSON.stringify({
       template_name: `bench_${randomBytes(4).toString('hex')}`, language: 'en', category: 'MARKETING',

@@ -20,6 +20,7 @@ import { WebhookSender } from './modules/webhooks/webhooks.sender.ts';
 import { WebhooksService } from './modules/webhooks/webhooks.service.ts';
 import { CallbacksService } from './modules/callbacks/callbacks.service.ts';
 import { settleCallbackFailures } from './modules/campaigns/callback-failures.ts';
+import { optOutOnMarketingRefusals } from './modules/contacts/marketing-consent.ts';
 import { MediaService } from './modules/media/media.service.ts';
 import { LocalDiskStorage } from './modules/media/media.storage.ts';
 import { MessagesService } from './modules/messages/messages.service.ts';
@@ -164,6 +165,9 @@ export async function createDeps(config: Config, logger: Logger = createLogger(c
   callbacks.onStatusesApplied((tx, _tenantId, applied) => campaignQueue.applyStatuses(tx, applied.filter((a) => a.campaignId).map((a) => ({
     id: a.messageRowId, status: a.status, wamid: a.upstreamMessageId, code: a.error?.code ?? null, title: a.error?.title ?? null,
   }))));
+  // A failure because the user stopped marketing messages (131050) opts the contact out.
+  callbacks.onStatusesApplied((tx, tenantId, applied) => optOutOnMarketingRefusals(tx, tenantId, applied.flatMap((a) => (a.error ? [{ phone: a.to, code: a.error.code, at: a.timestamp }] : [])))
+    .then(() => undefined));
   const media = new MediaService(db, new LocalDiskStorage(join(config.dataDir, 'media')), upstream, config.mediaUpstreamTtlMs);
   return {
     config,
@@ -176,7 +180,7 @@ export async function createDeps(config: Config, logger: Logger = createLogger(c
     rateCounter: redis ? new RedisRateCounter(redis) : new MemoryRateCounter(),
     authenticator,
     idempotency: new IdempotencyStore(db, liveness, config.idempotencyTtlMs, config.idempotencyLockMs, config.secretsKey),
-    admin: new AdminService(db, config.secretsKey, () => authenticator.forgetAll()),
+    admin: new AdminService(db, config.secretsKey, () => authenticator.forgetAll(), upstream, logger),
     contacts: new ContactsService(db),
     upstream,
     contactActivity: new ContactActivityService(db),
@@ -188,7 +192,7 @@ export async function createDeps(config: Config, logger: Logger = createLogger(c
     messages: new MessagesService(db, upstream, media, config.secretsKey, logger, config.sendReconcileMs, pacer),
     callbacks,
     pacer,
-    campaigns: new CampaignsService(db, rateCards),
+    campaigns: new CampaignsService(db, rateCards, config.messagingLimitWindowMs),
     rateCards,
     campaignRecipients: new CampaignRecipients(db),
     async close() {

@@ -47,6 +47,6 @@ export function createCampaignDispatcher(deps: Deps): CampaignDispatcher {
   const c = deps.config;
   return new CampaignDispatcher(deps.db, deps.upstream, deps.media, deps.pacer, {
     secretsKey: c.secretsKey, leaseMs: c.campaignLeaseMs, issueWithinMs: c.campaignIssueWithinMs, reconcileMs: c.sendReconcileMs, maxBatches: c.campaignMaxBatches, maxAttempts: c.campaignMaxAttempts,
-    deferMs: c.campaignDeferMs, deferAttempts: c.campaignDeferAttempts, holdMs: c.campaignHoldMs,
+    deferMs: c.campaignDeferMs, deferAttempts: c.campaignDeferAttempts, holdMs: c.campaignHoldMs, messagingLimitWindowMs: c.messagingLimitWindowMs,
   }, deps.logger);
 }

@@ -186,7 +186,7 @@ describe('operator API (ARCHITECTURE section 3)', () => {
       const res = await connect(tenant.id, { waba_id: uniqueId(), phone_number_id: phoneNumberId, access_token: token, display_phone_number: '+15550100000' });
       expect(res.statusCode).toBe(200);
       const account = res.json();
-      expect(Object.keys(account).sort()).toEqual(['connected_at', 'display_phone_number', 'messages_per_second', 'messaging_tier', 'phone_number_id', 'status', 'status_reason', 'tenant_id', 'updated_at', 'waba_id']);
+      expect(Object.keys(account).sort()).toEqual(['connected_at', 'display_phone_number', 'messages_per_second', 'messaging_limit', 'messaging_limit_updated_at', 'messaging_tier', 'phone_number_id', 'status', 'status_reason', 'tenant_id', 'updated_at', 'waba_id']);
       // Campaign pacing defaults: Meta's standard 80 messages per second, tier 1K.
       expect(account).toMatchObject({ tenant_id: tenant.id, phone_number_id: phoneNumberId, status: 'active', status_reason: null, display_phone_number: '+15550100000', messages_per_second: 80, messaging_tier: '1K' });
       expect(res.body).not.toContain(token);

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { foldCostMoves } from '../src/modules/campaigns/campaigns.cost.ts';
-import { call, eventually } from './helpers/app.ts';
+import { adminHeaders, call, eventually } from './helpers/app.ts';
 import { CAMPAIGN_ENV, createContacts, runCampaignWorkers, uniqueTag } from './helpers/campaigns.ts';
 import {
   createApprovedTemplate, createConnectedTenant, postCallback, sandboxControl, startUpstreamApp, statusCallback, type UpstreamTenant, type UpstreamTestApp,
@@ -32,8 +32,15 @@ describe('campaign cost: pricing from callbacks, the estimate, the spend', () =>
   beforeAll(async () => {
     t = await startUpstreamApp({ ...CAMPAIGN_ENV, RATE_LIMIT_PER_MINUTE: '100000' });
     tenant = await createConnectedTenant(t.app);
+    // The hand computation prices a US number (North America): the US rule would skip it from a MARKETING campaign.
+    await allowUsMarketing(tenant);
   });
   afterAll(async () => { await t?.close(); });
+
+  const allowUsMarketing = async (of: UpstreamTenant) => {
+    const res = await t.app.inject({ method: 'PATCH', url: `/admin/v1/tenants/${of.id}/marketing-settings`, headers: adminHeaders, payload: { block_us_marketing: false } });
+    expect(res.statusCode, res.body).toBe(200);
+  };
 
   const getCampaign = async () => {
     const res = await call(t.app, tenant, 'GET', `/campaigns/${campaignId}`);
@@ -92,7 +99,7 @@ describe('campaign cost: pricing from callbacks, the estimate, the spend', () =>
 
     const csv = await call(t.app, tenant, 'GET', `/campaigns/${campaignId}/recipients`, undefined, { accept: 'text/csv' });
     const lines = csv.body.trimEnd().split('\n');
-    expect(lines[0]).toBe('id,phone_number,contact_id,status,message_id,error_code,error,attempts,updated_at,pricing_category,pricing_type,price,currency');
+    expect(lines[0]).toBe('id,phone_number,contact_id,status,message_id,error_code,error,attempts,updated_at,skip_reason,pricing_category,pricing_type,price,currency');
     const indiaLine = lines.find((l) => l.includes('+919812345601'))!.split(',');
     expect(indiaLine.slice(-4)).toEqual(['marketing', 'regular', String(MARKETING.India), 'USD']);
 
@@ -186,6 +193,51 @@ describe('campaign cost: pricing from callbacks, the estimate, the spend', () =>
     const priced = (id: string) => eventually(async () => { const m = (await call(t.app, tenant, 'GET', `/messages/${id}`)).json(); return m.status === 'read' && m.pricing ? m : null; });
     expect(await priced(billed)).toMatchObject({ pricing: pricing('utility'), price: { amount: UTILITY_INDIA, currency: 'USD' } });
     expect(await priced(free)).toMatchObject({ pricing: pricing('utility', 'free_customer_service', false), price: { amount: 0, currency: 'USD' } });
+  });
+
+  it('a MARKETING campaign\'s estimate leaves out whom it skips: opted out, US numbers (before sending), opted out after materialisation (at claim)', async () => {
+    const mine = await createConnectedTenant(t.app); // the US rule on, as by default
+    const template = await createApprovedTemplate(t.app, mine, { category: 'MARKETING' });
+    const tag = uniqueTag();
+    const phones = { brazil1: '+5511987650011', brazil2: '+5511987650012', india: '+919812345611', uk: '+447400123411', us: '+12025550111', canada: '+14165550111' };
+    const contacts = await createContacts(t, mine, Object.entries(phones).map(([name, phone]) => ({ first_name: name, phone, tags: [tag] })));
+    const idOf = (phone: string) => contacts.find((c) => c.phone === phone)!.id;
+    expect((await call(t.app, mine, 'PATCH', `/contacts/${idOf(phones.uk)}`, { marketing_opt_out: true })).statusCode).toBe(200);
+    const created = await call(t.app, mine, 'POST', '/campaigns', { name: 'Skips', template_id: template.id, audience: { groups: [tag] }, variable_mapping: mapping });
+    expect(created.statusCode, created.body).toBe(201);
+    const id = created.json().id as string;
+    const get = async () => (await call(t.app, mine, 'GET', `/campaigns/${id}`)).json();
+
+    // By hand: 2 × Brazil + India + Canada (North America); the opted-out UK and the US number are skipped.
+    const before = 0.1618; // 2 × 0.0625 + 0.0118 + 0.025
+    expect(before).toBeCloseTo(2 * MARKETING.Brazil + MARKETING.India + MARKETING['North America'], 10);
+    const draft = await get();
+    expect(draft.preflight.excluded).toEqual({ opted_out: 1, marketing_blocked_country: 1, frequency_cap: 0 });
+    expect(draft.cost.estimated).toBe(before);
+    expect(draft.preflight.estimated_cost.by_market).toEqual([
+      { market: 'Brazil', recipients: 2, rate: MARKETING.Brazil, amount: 0.125 },
+      { market: 'North America', recipients: 1, rate: MARKETING['North America'], amount: 0.025 },
+      { market: 'India', recipients: 1, rate: MARKETING.India, amount: 0.0118 },
+    ]);
+
+    // Materialised: the same estimate, from the recipients not skipped.
+    const sent = await call(t.app, mine, 'POST', `/campaigns/${id}/send`);
+    expect(sent.statusCode, sent.body).toBe(200);
+    expect(sent.json().cost.estimated).toBe(before);
+    // India opts out after materialisation: skipped when claimed, and out of the estimate.
+    expect((await call(t.app, mine, 'PATCH', `/contacts/${idOf(phones.india)}`, { marketing_opt_out: true })).statusCode).toBe(200);
+    const workers = runCampaignWorkers(t, [mine.id]);
+    try {
+      await eventually(async () => { const c = await get(); return c.status === 'COMPLETED' && c.stats.read === 3 ? c : null; }, 20_000);
+    } finally {
+      await workers.stop();
+    }
+    const after = 0.15; // 2 × 0.0625 + 0.025
+    const done = await eventually(async () => { const c = await get(); return c.cost.by_category.marketing?.messages === 3 ? c : null; });
+    expect(done.stats).toMatchObject({ total: 6, skipped: 3, failed: 0 });
+    expect(done.cost).toEqual({ currency: 'USD', estimated: after, spent: after, by_category: { marketing: { messages: 3, amount: after } } });
+    const skipped = (await call(t.app, mine, 'GET', `/campaigns/${id}/recipients?status=skipped`)).json().data.map((r: { phone_number: string; skip_reason: string; price: unknown }) => [r.phone_number, r.skip_reason, r.price]);
+    expect(skipped.sort()).toEqual([[phones.india, 'opted_out', null], [phones.uk, 'opted_out', null], [phones.us, 'marketing_blocked_country', null]].sort());
   });
 
   it('another tenant\'s campaign is 404, and its cost is not shown', async () => {

@@ -51,6 +51,8 @@ describe('campaigns API: resource, validation, access', () => {
   async function setup(options: Parameters<typeof createConnectedTenant>[1] = {}) {
     const tenant = await connected(options);
     const template = await createApprovedTemplate(t.app, tenant, { category: 'MARKETING' });
+    // Test contacts have US numbers, which MARKETING campaigns skip by default (marketing-consent.test.ts).
+    await t.app.inject({ method: 'PATCH', url: `/admin/v1/tenants/${tenant.id}/marketing-settings`, headers: adminHeaders, payload: { block_us_marketing: false } });
     return { tenant, template };
   }
 
@@ -287,7 +289,8 @@ describe('campaigns API: resource, validation, access', () => {
     expect(got.statusCode).toBe(200);
     expect(got.json().audiences).toEqual([{ type: 'group', value: tag }, { type: 'source', value: source }]);
     expect(got.json().preflight).toEqual({
-      audience_size: 5, messaging_tier: '1K', tier_limit: 1000, within_tier: true, messages_per_second: 80, estimated_duration_seconds: 1, warnings: [],
+      audience_size: 5, excluded: { opted_out: 0, marketing_blocked_country: 0, frequency_cap: 0 }, messaging_tier: '1K', tier_limit: null, within_tier: true, messaging_limit_used: null, messaging_limit_available: null, messaging_limit_wait_until: null,
+      template_quality_score: 'UNKNOWN', messages_per_second: 80, estimated_duration_seconds: 1, warnings: [],
       estimated_cost: expect.objectContaining({ currency: 'USD', amount: expect.any(Number) }),
     });
     const empty = (await call(t.app, tenant, 'GET', `/campaigns/${ids[0]}`)).json();
@@ -296,18 +299,19 @@ describe('campaigns API: resource, validation, access', () => {
     expect(empty.preflight.warnings.join(' ')).toMatch(/no audience: it has no recipients and will send nothing/);
   });
 
-  it('preflight reads the business account: pace, tier, and a warning past the tier or without an account', async () => {
+  it('preflight reads the business account: pace, the portfolio\'s messaging limit, and a warning past the limit or without an account', async () => {
     const { tenant, template } = await setup();
     const tag = uniqueTag();
     await createContacts(t, tenant, someContacts(251, { tags: [tag] }));
     const c = await createCampaign(t, tenant, template.id, { audience: { groups: [tag] } });
-    const patch = await t.app.inject({ method: 'PATCH', url: `/admin/v1/tenants/${tenant.id}/business-account`, headers: adminHeaders, payload: { messages_per_second: 10, messaging_tier: '250' } });
+    const patch = await t.app.inject({ method: 'PATCH', url: `/admin/v1/tenants/${tenant.id}/business-account`, headers: adminHeaders, payload: { messages_per_second: 10, messaging_tier: '250', messaging_limit: 250 } });
     expect(patch.statusCode, patch.body).toBe(200);
     const pre = (await call(t.app, tenant, 'GET', `/campaigns/${c.id}`)).json().preflight;
-    expect(pre).toMatchObject({ audience_size: 251, messaging_tier: '250', tier_limit: 250, within_tier: false, messages_per_second: 10, estimated_duration_seconds: 26 });
+    expect(pre).toMatchObject({ audience_size: 251, messaging_tier: '250', tier_limit: 250, within_tier: false, messaging_limit_used: 0, messaging_limit_available: 250, messages_per_second: 10, estimated_duration_seconds: 26 });
+    expect(Date.parse(pre.messaging_limit_wait_until)).toBeGreaterThan(Date.now() + 23 * 3_600_000);
     expect(pre.warnings).toHaveLength(1);
-    expect(pre.warnings[0]).toMatch(/251.*250/);
-    await t.app.inject({ method: 'PATCH', url: `/admin/v1/tenants/${tenant.id}/business-account`, headers: adminHeaders, payload: { messaging_tier: 'unlimited' } });
+    expect(pre.warnings[0]).toMatch(/251.*250.*wait/);
+    await t.app.inject({ method: 'PATCH', url: `/admin/v1/tenants/${tenant.id}/business-account`, headers: adminHeaders, payload: { messaging_limit: null } });
     expect((await call(t.app, tenant, 'GET', `/campaigns/${c.id}`)).json().preflight).toMatchObject({ tier_limit: null, within_tier: true, messages_per_second: 10, warnings: [] });
     await t.app.inject({ method: 'DELETE', url: `/admin/v1/tenants/${tenant.id}/business-account`, headers: adminHeaders });
     const none = (await call(t.app, tenant, 'GET', `/campaigns/${c.id}`)).json().preflight;

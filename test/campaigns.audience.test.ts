@@ -58,8 +58,8 @@ describe('campaigns API: audience preview, field coverage, render preview', () =
     const sourceOnly = await preview({ sources: [source] });
     expect(sourceOnly.total).toBe(4);
     expect(sourceOnly.sample).toEqual(await ordered(tenant.id, [...both, ...bySource].map((c) => c.id)));
-    expect(await preview({})).toEqual({ total: 0, sample: [] });
-    expect(await preview({ groups: ['nobody'] })).toEqual({ total: 0, sample: [] });
+    expect(await preview({})).toEqual({ total: 0, sample: [], excluded: { opted_out: 0, marketing_blocked_country: 0, frequency_cap: 0 } });
+    expect(await preview({ groups: ['nobody'] })).toEqual({ total: 0, sample: [], excluded: { opted_out: 0, marketing_blocked_country: 0, frequency_cap: 0 } });
     // Below ten, total is the sample size.
     const small = await preview({ groups: [source] });
     expect(small.total).toBe(1);
@@ -84,7 +84,7 @@ describe('campaigns API: audience preview, field coverage, render preview', () =
     const res = await coverage(['first_name', 'company', 'email', 'custom_fields.order', 'custom_fields.tier', 'custom_fields.absent', 'company']);
     expect(res.statusCode, res.body).toBe(200);
     expect(res.json()).toEqual({
-      total_recipients: 4,
+      total_recipients: 4, excluded: { opted_out: 0, marketing_blocked_country: 0, frequency_cap: 0 },
       coverage: {
         first_name: { present: 4, missing: 0 },
         company: { present: 1, missing: 3 },
@@ -106,7 +106,7 @@ describe('campaigns API: audience preview, field coverage, render preview', () =
 
     const empty = await createCampaign(t, tenant, template.id);
     expect((await coverage(['company', 'custom_fields.order'], empty.id)).json()).toEqual({
-      total_recipients: 0, coverage: { company: { present: 0, missing: 0 }, 'custom_fields.order': { present: 0, missing: 0 } },
+      total_recipients: 0, excluded: { opted_out: 0, marketing_blocked_country: 0, frequency_cap: 0 }, coverage: { company: { present: 0, missing: 0 }, 'custom_fields.order': { present: 0, missing: 0 } },
     });
   });
 

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { call, eventually } from './helpers/app.ts';
+import { adminHeaders, call, eventually } from './helpers/app.ts';
 import { createApprovedTemplate, createConnectedTenant, eventsOf, postCallback, sandboxControl, startUpstreamApp, statusCallback, type UpstreamTenant, type UpstreamTestApp } from './helpers/upstream.ts';
 import { CAMPAIGN_ENV, createContacts, runCampaignWorkers, someContacts, uniqueTag } from './helpers/campaigns.ts';
 
@@ -18,6 +18,8 @@ describe('campaigns: every upstream answer through the outcome model', () => {
   const rule = (to: string, outcome: string, extra: Record<string, unknown> = {}) => sandboxControl(t.sandbox!, 'POST', '/__sandbox/recipients', { to, outcome, ...extra });
   const getCampaign = async (tenant: UpstreamTenant, id: string) => (await call(t.app, tenant, 'GET', `/campaigns/${id}`)).json();
   const recipient = (id: string, phone: string) => t.deps.db.selectFrom('campaign_recipients').selectAll().where('campaign_id', '=', id).where('phone', '=', phone).executeTakeFirstOrThrow();
+  /** Test contacts have US numbers, which MARKETING campaigns skip by default (marketing-consent.test.ts). */
+  const allowUsMarketing = (tenant: UpstreamTenant) => t.app.inject({ method: 'PATCH', url: `/admin/v1/tenants/${tenant.id}/marketing-settings`, headers: adminHeaders, payload: { block_us_marketing: false } });
   const mapping = { components: [{ type: 'BODY', parameters: [{ kind: 'contact_field', field: 'first_name' }, { kind: 'static', value: 'x' }] }] };
 
   async function campaignOf(tenant: UpstreamTenant, templateId: string, tag: string, extra: Record<string, unknown> = {}): Promise<string> {
@@ -107,6 +109,7 @@ describe('campaigns: every upstream answer through the outcome model', () => {
     const workers = runCampaignWorkers(t, [tenant.id]);
     try {
       const template = await createApprovedTemplate(t.app, tenant, { category: 'MARKETING' });
+      await allowUsMarketing(tenant);
       const tag = uniqueTag();
       const contacts = await createContacts(t, tenant, someContacts(3, { tags: [tag] }));
       // Two a second: the campaign is still running when the first recipient's 131049 comes back.
@@ -139,6 +142,7 @@ describe('campaigns: every upstream answer through the outcome model', () => {
     const workers = runCampaignWorkers(t, [tenant.id]);
     try {
       const template = await createApprovedTemplate(t.app, tenant, { category: 'MARKETING' });
+      await allowUsMarketing(tenant);
       const [tagA, tagB] = [uniqueTag(), uniqueTag()];
       const [always, holder] = await createContacts(t, tenant, someContacts(2, { tags: [tagA] }));
       const [once] = await createContacts(t, tenant, someContacts(1, { tags: [tagB] }));

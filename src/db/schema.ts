@@ -39,6 +39,9 @@ export interface BusinessAccountsTable {
   status_reason: string | null;
   messages_per_second: Generated<number>;
   messaging_tier: Generated<string>;
+  /** The portfolio's messaging limit (unique users per window); null: unlimited. */
+  messaging_limit: number | null;
+  messaging_limit_updated_at: Timestamp | null;
   connected_at: ColumnType<Date, Date | string | undefined, Date | string>;
   updated_at: Timestamp | null;
 }
@@ -56,6 +59,10 @@ export interface ContactsTable {
   tags: Generated<string[]>;
   custom_fields: ColumnType<Record<string, unknown>, string | undefined, string>;
   source: Generated<string>;
+  marketing_opt_out: Generated<boolean>;
+  marketing_opt_out_at: Timestamp | null;
+  marketing_opt_out_source: string | null;
+  marketing_consent_changed_at: Timestamp | null;
   search_text: GeneratedAlways<string>;
   created_at: CreatedAt;
   updated_at: Timestamp | null;
@@ -177,8 +184,16 @@ export interface TemplatesTable {
   rejected_reason: string | null;
   submitted_at: Timestamp | null;
   last_polled_at: Timestamp | null;
+  /** Meta's quality rating: GREEN, YELLOW, RED or UNKNOWN. */
+  quality_score: Generated<string>;
   created_at: CreatedAt;
   updated_at: Timestamp | null;
+}
+
+export interface MessagingLimitUsersTable {
+  tenant_id: string;
+  phone: string;
+  last_at: Timestamp;
 }
 
 export interface MediaTable {
@@ -226,6 +241,8 @@ export interface MessagesTable {
   /** numeric: read as a string. */
   price_amount: ColumnType<string | null, string | number | null, string | number | null>;
   price_currency: string | null;
+  /** The user's reactions to this message, `[{ emoji, from, reacted_at }]`; null: none yet. */
+  reactions: ColumnType<Reaction[] | null, string | null | undefined, string | null>;
   created_at: CreatedAt;
   updated_at: Timestamp | null;
 }
@@ -265,6 +282,7 @@ export interface CampaignAudiencePrefixesTable {
   sample_phone: string;
   recipients: number;
 }
+export interface Reaction { emoji: string; from: string | null; reacted_at: string }
 
 export interface InboundMessagesTable {
   id: string;
@@ -278,6 +296,13 @@ export interface InboundMessagesTable {
   text: string | null;
   payload: Json;
   received_at: Timestamp;
+  /** The per-type fields message.received carried (button, interactive, media, context, ...). */
+  details: ColumnType<Record<string, unknown> | null, string | null | undefined, string | null>;
+  /** A reaction, edit or revoke: the upstream id of the message it changes (not a message of its own). */
+  annotates_upstream_id: string | null;
+  reactions: ColumnType<Reaction[] | null, string | null | undefined, string | null>;
+  edited_at: Timestamp | null;
+  deleted_at: Timestamp | null;
   created_at: CreatedAt;
 }
 
@@ -352,6 +377,16 @@ export interface CampaignRecipientsTable {
   updated_at: Timestamp | null;
 }
 
+export interface TenantMarketingSettingsTable {
+  tenant_id: string;
+  opt_out_keywords: string[];
+  opt_in_keywords: string[];
+  block_us_marketing: Generated<boolean>;
+  frequency_cap_max: number | null;
+  frequency_cap_days: number | null;
+  updated_at: Generated<Date>;
+}
+
 export interface DB {
   campaigns: CampaignsTable;
   campaign_recipients: CampaignRecipientsTable;
@@ -366,6 +401,7 @@ export interface DB {
   api_keys: ApiKeysTable;
   business_accounts: BusinessAccountsTable;
   contacts: ContactsTable;
+  tenant_marketing_settings: TenantMarketingSettingsTable;
   contact_communications: ContactCommunicationsTable;
   events: EventsTable;
   idempotency_keys: IdempotencyKeysTable;
@@ -375,6 +411,7 @@ export interface DB {
   contact_notes: ContactNotesTable;
   contact_followups: ContactFollowupsTable;
   templates: TemplatesTable;
+  messaging_limit_users: MessagingLimitUsersTable;
   media: MediaTable;
   messages: MessagesTable;
   inbound_messages: InboundMessagesTable;

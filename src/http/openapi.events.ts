@@ -10,6 +10,15 @@ type Schema = Record<string, unknown>;
 const ref = (name: string) => ({ $ref: `#/components/schemas/${name}` });
 const nullable = (schema: Schema) => ({ anyOf: [{ type: 'null' }, schema] });
 const timestamp = { type: 'string', format: 'date-time' };
+/** A message the user's message names: ours by our id when we know it (else null), always by the upstream id. */
+const messageReference = {
+  type: 'object',
+  required: ['message_id', 'upstream_message_id'],
+  properties: {
+    message_id: { ...nullable({ type: 'string' }), description: 'Our id of that message (GET /messages/{id}); null when it is not a message this service knows.' },
+    upstream_message_id: { type: 'string' },
+  },
+};
 
 const messageStatus = (statuses: string[]) => ({
   type: 'object',
@@ -47,14 +56,32 @@ export const EVENT_DATA_SCHEMAS: Record<string, Schema> = {
   MessageReceivedEventData: {
     type: 'object',
     required: ['message_id', 'from', 'from_user_id', 'contact_id', 'type', 'text', 'timestamp'],
+    description: 'The per-type fields are present only for the types that have them. A `reaction`, `edit` or `revoke` is not a new message: it names the message it changes (GET /messages shows the change there).',
     properties: {
       message_id: { type: 'string' },
       from: { ...nullable({ type: 'string' }), description: 'Sender phone in E.164; null for a user writing by username only.' },
       from_user_id: { ...nullable({ type: 'string' }), description: "The sender's business-scoped user id, when the upstream gave one." },
       contact_id: nullable({ type: 'string', format: 'uuid' }),
-      type: { type: 'string', description: 'Upstream message type: text, image, interactive, button, ...' },
-      text: nullable({ type: 'string' }),
+      type: { type: 'string', description: 'Upstream message type: text, image, video, audio, document, sticker, button, interactive, location, contacts, order, reaction, edit, revoke, ...' },
+      text: { ...nullable({ type: 'string' }), description: 'The text, caption, quick-reply button text, reply title or order note (for an edit: the new text).' },
       timestamp,
+      context: { ...messageReference, description: 'The message this one replies to or whose button it taps.' },
+      button: { type: 'object', properties: { payload: nullable({ type: 'string' }), text: nullable({ type: 'string' }) }, description: 'A template quick-reply tap.' },
+      interactive: {
+        type: 'object', description: 'A reply to an interactive message: button_reply, list_reply (with description), or nfm_reply (a Flow: see flow.submission_received).',
+        properties: { type: { type: 'string' }, id: nullable({ type: 'string' }), title: nullable({ type: 'string' }), description: nullable({ type: 'string' }) },
+      },
+      media: {
+        type: 'object', description: 'Image, video, audio, document or sticker; the bytes come from GET /messages/{message_id}/media while the upstream keeps them.',
+        properties: { id: nullable({ type: 'string' }), mime_type: nullable({ type: 'string' }), sha256: nullable({ type: 'string' }), caption: nullable({ type: 'string' }), filename: nullable({ type: 'string' }) },
+      },
+      location: { type: 'object', properties: { latitude: nullable({ type: 'number' }), longitude: nullable({ type: 'number' }), name: nullable({ type: 'string' }), address: nullable({ type: 'string' }), url: nullable({ type: 'string' }) } },
+      contacts: { type: 'array', items: { type: 'object', additionalProperties: true }, description: 'Shared contact cards, as the upstream sends them.' },
+      order: { type: 'object', properties: { catalog_id: nullable({ type: 'string' }), text: nullable({ type: 'string' }), product_items: { type: 'array', items: { type: 'object', additionalProperties: true } } } },
+      referral: { type: 'object', additionalProperties: true, description: 'The click-to-WhatsApp ad the user came from: source_url, source_id, source_type, headline, body, media_type, ctwa_clid, ...' },
+      reaction: { ...messageReference, properties: { ...messageReference.properties, emoji: { type: 'string', description: 'Empty when the user took the reaction back.' } } },
+      edit: { ...messageReference, description: 'The message the user edited (the new content is in text and the per-type fields).' },
+      revoke: { ...messageReference, description: 'The message the user deleted.' },
     },
   },
   FlowSubmissionEventData: {

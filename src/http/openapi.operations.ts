@@ -122,12 +122,18 @@ export const PUBLIC_OPERATIONS: Record<string, OperationDoc> = {
     },
   },
   'GET /messages': {
-    operationId: 'listMessages', summary: 'List sent messages', tag: 'Messages',
-    description: 'Newest first, with the delivery status of each message (single sends and campaign sends). Filters: `to`, `status`, `contact_id`, `campaign_id`, `template_name`, and `created_after` (inclusive) / `created_before` (exclusive).',
+    operationId: 'listMessages', summary: 'List messages, sent and received', tag: 'Messages',
+    description: 'Newest first: the messages we sent, with the delivery status of each (single sends and campaign sends), and the messages users sent (`direction: inbound`, with the fields of message.received). Filters: `direction` (`outbound` or `inbound`; both when absent), `contact_id`, `created_after` (inclusive) / `created_before` (exclusive) for both; `to`, `status`, `campaign_id`, `template_name` select sent messages only, `from` received ones only. Reactions, edits and deletions are not messages of their own: they show on the message they name (`reactions`, `edited_at`, `deleted_at`).',
   },
   'GET /messages/{id}': {
-    operationId: 'getMessage', summary: 'Get a sent message', tag: 'Messages', notFound: 'Message not found',
-    description: 'By the `message_id` of the send response and the message.* events, or by our `id`: its status, status timestamps and error.',
+    operationId: 'getMessage', summary: 'Get a message', tag: 'Messages', notFound: 'Message not found',
+    description: 'By the `message_id` of the send response and the message.* / message.received events, or by our `id`. A sent message: its status, status timestamps and error; a received one: its content.',
+  },
+  'GET /messages/{id}/media': {
+    operationId: 'getInboundMessageMedia', summary: 'Download a received message\'s media', tag: 'Messages', notFound: 'Message not found',
+    upstream: 'downloading the media',
+    description: 'The file of an inbound image, video, audio, document or sticker, streamed from the upstream with its MIME type (and `Content-Disposition` with the file name for documents). The upstream keeps such media for a limited time (days): afterwards, and for a message without media, 404. Scope contacts:read.',
+    responses: { 200: { description: 'The media bytes', content: { 'application/octet-stream': { schema: { type: 'string', format: 'binary' } } } } },
   },
 
   // Media
@@ -316,6 +322,18 @@ export const ADMIN_OPERATIONS: Record<string, OperationDoc> = {
   'DELETE /tenants/{id}/business-account': {
     operationId: 'disconnectBusinessAccount', summary: 'Disconnect the business account', tag: 'Business accounts', notFound: 'Business account not found',
   },
+  'GET /tenants/{id}/marketing-settings': {
+    operationId: 'getMarketingSettings', summary: "Get a tenant's marketing rules", tag: 'Marketing', notFound: 'Tenant not found',
+    description: 'Opt-out and opt-in keywords (an inbound text that is exactly one of them, case- and space-insensitive, opts its sender out of or back into marketing templates), '
+      + 'whether MARKETING campaigns skip US numbers (WhatsApp does not deliver marketing templates to them), and the marketing frequency cap (null: none). Defaults: STOP and UNSUBSCRIBE, START, true, null.',
+  },
+  'PATCH /tenants/{id}/marketing-settings': {
+    operationId: 'updateMarketingSettings', summary: "Update a tenant's marketing rules", tag: 'Marketing', notFound: 'Tenant not found',
+    description: 'Only the fields sent change. Keywords are stored upper case without whitespace; a keyword in both lists is 400. '
+      + '`frequency_cap: { max_messages, days }` makes MARKETING campaigns skip (`frequency_cap`) a contact whose phone was sent at least `max_messages` marketing templates in the last `days` days (campaigns and single sends); null switches it off. '
+      + '`block_us_marketing: false` sends MARKETING campaigns to US numbers again.',
+    example: { opt_out_keywords: ['STOP', 'UNSUBSCRIBE', 'BAJA'], opt_in_keywords: ['START'], block_us_marketing: true, frequency_cap: { max_messages: 2, days: 7 } },
+  },
   'GET /metrics': {
     operationId: 'getMetrics', summary: 'Prometheus metrics', tag: 'Operations',
     responses: { 200: { description: 'Prometheus text exposition format', content: { 'text/plain': { schema: { type: 'string' } } } } },
@@ -358,5 +376,6 @@ export const ADMIN_TAGS: Record<string, string> = {
   'API keys': 'Keys of a tenant, their scopes and presets.',
   'Business accounts': 'The WhatsApp business account each tenant sends from.',
   'Rate card': 'Prices per message by market and category, versioned by effective date: they price messages and campaign estimates.',
+  Marketing: 'Per-tenant marketing rules: opt-out keywords, the US rule and the frequency cap.',
   Operations: 'Metrics for monitoring.',
 };

@@ -2,7 +2,8 @@ import { newWamid } from './graph.ts';
 import type { HeldMessage } from './held.ts';
 import { HELD_FATES, RULE_OUTCOMES, ruleJson, type HeldFate, type RecipientRule, type RuleOutcome } from './recipients.ts';
 import { digitsOf } from './sends-log.ts';
-import { displayPhoneNumber, type Reply, type SandboxConfig, type SandboxState } from './state.ts';
+import { createHash, randomInt } from 'node:crypto';
+import { displayPhoneNumber, type MediaRecord, type Reply, type SandboxConfig, type SandboxState } from './state.ts';
 import { PAUSE_TITLES, REVIEW_STATUSES, type PauseTitle, type ReviewStatus, type SandboxTemplate } from './templates.ts';
 
 type Obj = Record<string, unknown>;
@@ -174,8 +175,16 @@ export function inbound(state: SandboxState, body: unknown): Reply {
   if (typeof body.from !== 'string' && typeof body.from_user_id !== 'string') return bad('from or from_user_id is required');
   if (body.username !== undefined && typeof body.username !== 'string') return bad('username must be a string');
   const hasText = typeof body.text === 'string';
-  if (!hasText && !isObject(body.flow_response)) return bad('text or flow_response is required');
+  if (body.message !== undefined && (!isObject(body.message) || typeof body.message.type !== 'string')) return bad('message must be an object with a type');
+  if (body.media !== undefined && !isObject(body.media)) return bad('media must be an object');
+  if (!hasText && !isObject(body.flow_response) && !isObject(body.message) && !isObject(body.media)) return bad('text, flow_response, message or media is required');
   if (!state.config.callback_url) return { status: 409, body: { error: { message: 'no callback_url is configured' } } };
+  let media: MediaRecord | null = null;
+  if (isObject(body.media)) {
+    const made = inboundMedia(state, body.to_phone_number_id, body.media);
+    if (typeof made === 'string') return bad(made);
+    media = made;
+  }
   const from = typeof body.from === 'string' ? digitsOf(body.from) : undefined;
   const userId = typeof body.from_user_id === 'string' ? body.from_user_id : undefined;
   const name = typeof body.name === 'string' ? body.name : undefined;
@@ -184,7 +193,18 @@ export function inbound(state: SandboxState, body: unknown): Reply {
   const message: Obj = { from, from_user_id: userId, id: messageId, timestamp: String(Math.floor(Date.now() / 1000)) };
   const contact: Obj = { profile: { name: name ?? 'Sandbox User' }, wa_id: from, user_id: userId, username: body.username };
   if (typeof body.context_message_id === 'string') message.context = { from: displayPhoneNumber(body.to_phone_number_id), id: body.context_message_id };
-  if (hasText) {
+  if (media) {
+    const kind = (body.media as Obj).type as string;
+    message.type = kind;
+    message[kind] = {
+      id: media.id, mime_type: media.mimeType, sha256: media.sha256,
+      ...(typeof (body.media as Obj).caption === 'string' ? { caption: (body.media as Obj).caption } : {}),
+      ...(media.filename ? { filename: media.filename } : {}),
+    };
+  } else if (isObject(body.message)) {
+    // Any message type, as the upstream shapes it (button, interactive, reaction, location, edit, ...).
+    Object.assign(message, body.message);
+  } else if (hasText) {
     message.type = 'text';
     message.text = { body: body.text };
   } else {
@@ -208,5 +228,33 @@ export function inbound(state: SandboxState, body: unknown): Reply {
       }],
     }],
   });
-  return { status: 200, body: { message_id: messageId } };
+  return { status: 200, body: { message_id: messageId, ...(media ? { media_id: media.id } : {}) } };
+}
+
+const INBOUND_MEDIA_TYPES = ['image', 'video', 'audio', 'document', 'sticker'];
+/** Inbound media bytes the sandbox keeps at most (the oldest go first), like Meta's limited retention. */
+const MAX_INBOUND_MEDIA = 500;
+
+/** Stores the bytes of a user's media (`{ type, data: base64, mime_type, filename? }`) for download. */
+function inboundMedia(state: SandboxState, phoneNumberId: string, spec: Obj): MediaRecord | string {
+  if (typeof spec.type !== 'string' || !INBOUND_MEDIA_TYPES.includes(spec.type)) return `media.type must be one of ${INBOUND_MEDIA_TYPES.join(', ')}`;
+  if (typeof spec.data !== 'string') return 'media.data (base64) is required';
+  if (typeof spec.mime_type !== 'string') return 'media.mime_type is required';
+  const bytes = Buffer.from(spec.data, 'base64');
+  const id = `9${String(randomInt(0, 1_000_000_000)).padStart(9, '0')}${String(randomInt(0, 1_000_000)).padStart(6, '0')}`;
+  const kept = [...state.media.values()].filter((m) => m.bytes);
+  if (kept.length >= MAX_INBOUND_MEDIA) state.media.delete(kept[0].id);
+  const record: MediaRecord = {
+    id, phoneNumberId, mimeType: spec.mime_type, filename: typeof spec.filename === 'string' ? spec.filename : null,
+    size: bytes.length, sha256: createHash('sha256').update(bytes).digest('hex'), bytes,
+  };
+  state.media.set(id, record);
+  return record;
+}
+
+/** `POST /__sandbox/media/expire`: the platform no longer keeps this media (its id answers 100/33, its URL 404). */
+export function expireMedia(state: SandboxState, body: unknown): Reply {
+  if (!isObject(body) || typeof body.id !== 'string') return bad('id is required');
+  if (!state.media.delete(body.id)) return { status: 404, body: { error: { message: `no media ${body.id}` } } };
+  return { status: 200, body: { ok: true } };
 }

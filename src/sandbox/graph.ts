@@ -1,9 +1,10 @@
 import { createHash, createHmac, randomBytes, randomInt } from 'node:crypto';
+import { PHONE_NUMBER_FIELDS, phoneNumberJson } from './account-callbacks.ts';
 import { graphError, statusErrorText, type GraphErrorReply } from './graph-errors.ts';
 import { parseMultipart } from './multipart.ts';
 import { digitsOf } from './sends-log.ts';
 import { SERVICE_WINDOW_MS } from './service-windows.ts';
-import type { Reply, SandboxState } from './state.ts';
+import { MEDIA_DOWNLOAD_PATH, type Reply, type SandboxState } from './state.ts';
 import type { AcceptedMessage } from './statuses.ts';
 import { checkSendComponents } from './template-params.ts';
 import { templateJson, type SandboxTemplate } from './templates.ts';
@@ -76,9 +77,9 @@ function unknownField(field: string): GraphErrorReply {
   return graphError(100, { title: `Tried accessing nonexisting field (${field}) on node type (WhatsAppBusinessHSM)` });
 }
 
-function pick(json: Obj, fields: string[] | null): Obj {
+function pick(json: Obj, fields: string[] | null, qualityScore = 'UNKNOWN'): Obj {
   if (!fields) return json;
-  const withQuality: Obj = { ...json, quality_score: { score: 'UNKNOWN' } };
+  const withQuality: Obj = { ...json, quality_score: { score: qualityScore } };
   return Object.fromEntries(fields.filter((f) => withQuality[f] !== undefined).map((f) => [f, withQuality[f]]));
 }
 
@@ -176,7 +177,7 @@ export class GraphHandlers {
     return window.count > limit;
   }
 
-  send(phoneNumberId: string, raw: Buffer): Reply {
+  send(phoneNumberId: string, raw: Buffer, from: string | null = null): Reply {
     const { state } = this;
     const body = parseJson(raw);
     if (!isObject(body)) return fromError(graphError(100, { details: 'The request body must be a JSON object.' }));
@@ -248,7 +249,7 @@ export class GraphHandlers {
     const messageId = newWamid();
     state.sends.add({
       message_id: messageId, to, template: template?.name ?? null, language: template?.language ?? null, components,
-      biz_opaque_callback_data: (callbackData as string | undefined) ?? null, at: new Date().toISOString(),
+      biz_opaque_callback_data: (callbackData as string | undefined) ?? null, at: new Date().toISOString(), phone_number_id: phoneNumberId, from,
     });
     const accepted = fate.kind === 'accept' ? fate : { outcome: 'ok' as const, errorCode: null, delayMs: 0 };
     // Header media is fetched after the 200, as Meta does: a bad one fails the message by callback.
@@ -318,7 +319,7 @@ export class GraphHandlers {
     const after = query.get('after');
     const start = after ? Number(Buffer.from(after, 'base64url').toString()) || 0 : 0;
     const page = all.slice(start, start + limit);
-    const body: Obj = { data: page.map((t) => pick(templateJson(t), fields)) };
+    const body: Obj = { data: page.map((t) => pick(templateJson(t), fields, t.qualityScore)) };
     if (page.length > 0) {
       const cursors = {
         before: Buffer.from(String(start)).toString('base64url'),
@@ -336,18 +337,26 @@ export class GraphHandlers {
   }
 
   /** GET /{id}: a template (its `fields` when asked), or an uploaded media object. */
-  getObject(id: string, query: URLSearchParams = new URLSearchParams()): Reply {
+  getObject(id: string, query: URLSearchParams = new URLSearchParams(), selfOrigin = 'http://127.0.0.1'): Reply {
     const template = this.state.templates.get(id);
     if (template) {
       const fields = requestedFields(query);
       if (typeof fields === 'string') return fromError(unknownField(fields));
-      return { status: 200, body: pick(templateJson(template), fields) };
+      return { status: 200, body: pick(templateJson(template), fields, template.qualityScore) };
+    }
+    const wanted = query.get('fields')?.split(',').map((f) => f.trim()).filter((f) => f !== '') ?? [];
+    // Any id is a phone number in the sandbox: asked for a phone number's fields, it answers as one.
+    if (wanted.some((f) => f !== 'id' && PHONE_NUMBER_FIELDS.has(f))) {
+      const unknown = wanted.find((f) => !PHONE_NUMBER_FIELDS.has(f));
+      if (unknown) return fromError(graphError(100, { title: `Tried accessing nonexisting field (${unknown}) on node type (WhatsAppBusinessPhoneNumber)` }));
+      return phoneNumberJson(this.state, id, wanted);
     }
     const media = this.state.media.get(id);
     if (media) {
       return {
         status: 200,
-        body: { messaging_product: 'whatsapp', url: `https://lookaside.sandbox.invalid/media/${media.id}`, mime_type: media.mimeType, sha256: media.sha256, file_size: String(media.size), id: media.id },
+        // Media a user sent can be downloaded from the sandbox itself; an upload's bytes are not kept.
+        body: { messaging_product: 'whatsapp', url: media.bytes ? `${selfOrigin}${MEDIA_DOWNLOAD_PATH}?mid=${media.id}` : `https://lookaside.sandbox.invalid/media/${media.id}`, mime_type: media.mimeType, sha256: media.sha256, file_size: String(media.size), id: media.id },
       };
     }
     return fromError(graphError(100, {

@@ -27,6 +27,11 @@
  * - Statuses carry `pricing` on sent and delivered (a template in its category; a free-form
  *   message as a free service message), never on read or failed, and `contacts[]` beside them
  *   (not for failed ones).
+ * - `POST /__sandbox/user_preferences {to_phone_number_id, from, value: stop|resume}` posts Meta's
+ *   `user_preferences` callback (a user stopped or resumed marketing messages).
+ * - `POST /__sandbox/inbound` sends any message type (`message`) or a user's file (`media`), whose
+ *   bytes `GET /{media_id}`'s `url` serves (on this server, Bearer token required) until
+ *   `POST /__sandbox/media/expire` lets it go.
  * - `POST /__sandbox/reset` forgets recipient rules, review rules, template pacing, service
  *   windows, the sends log and throughput windows, and restores the configuration defaults except
  *   `callback_url`; templates stay, and so does what is owed (held messages, queued callbacks).
@@ -37,9 +42,10 @@
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import pino, { type Logger } from 'pino';
+import { businessCapability, phoneNumberQuality, templateCategory, templateQuality } from './account-callbacks.ts';
 import { CallbackDeliverer, type SavedCallback } from './callbacks.ts';
 import {
-  bindPhoneNumber, inbound, listHeld, listRecipientRules, pauseTemplate, reviewTemplate, setRecipientRule, setTemplatePacing, settleHeld,
+  bindPhoneNumber, expireMedia, inbound, listHeld, listRecipientRules, pauseTemplate, reviewTemplate, setRecipientRule, setTemplatePacing, settleHeld,
   unpauseTemplate, updateConfig,
 } from './control.ts';
 import { graphError, missingTokenError, statusErrorText } from './graph-errors.ts';
@@ -49,7 +55,8 @@ import { RecipientRules, type HeldFate, type RecipientRule } from './recipients.
 import { SendsLog } from './sends-log.ts';
 import { ServiceWindows } from './service-windows.ts';
 import { StateFile } from './state-file.ts';
-import { displayPhoneNumber, type Reply, type SandboxConfig, type SandboxState } from './state.ts';
+import { userPreferences } from './user-preferences.ts';
+import { displayPhoneNumber, MEDIA_DOWNLOAD_PATH, type Reply, type SandboxConfig, type SandboxState } from './state.ts';
 import { StatusPipeline, type PendingStatus, type StatusPipelineSnapshot } from './statuses.ts';
 import { TemplateStore, templateJson, type SandboxTemplate, type TemplateStatusChange, type TemplateStoreSnapshot } from './templates.ts';
 
@@ -105,7 +112,13 @@ const CONTROL_ROUTES_WITH_BODY: Record<string, (state: SandboxState, body: unkno
   'POST /__sandbox/templates/pacing': setTemplatePacing,
   'POST /__sandbox/held/settle': settleHeld,
   'POST /__sandbox/inbound': inbound,
+  'POST /__sandbox/media/expire': expireMedia,
   'POST /__sandbox/phone_numbers': bindPhoneNumber,
+  'POST /__sandbox/business_capability': businessCapability,
+  'POST /__sandbox/phone_number_quality': phoneNumberQuality,
+  'POST /__sandbox/templates/quality': templateQuality,
+  'POST /__sandbox/templates/category': templateCategory,
+  'POST /__sandbox/user_preferences': userPreferences,
 };
 const JSON_LIMIT = 1024 * 1024;
 const MEDIA_LIMIT = 110 * 1024 * 1024;
@@ -142,6 +155,7 @@ export async function createSandbox(options: SandboxOptions): Promise<Sandbox> {
     windows,
     held: new HeldMessages((entry, fate) => settleHeldMessage(state, entry, fate), changed),
     media: new Map(),
+    messagingLimits: new Map(),
     deliverer,
     statuses: new StatusPipeline(deliverer, {
       flushMs: options.statusFlushMs ?? 20, batchSize: options.statusBatchSize ?? 100, displayPhoneNumber,
@@ -165,6 +179,7 @@ export async function createSandbox(options: SandboxOptions): Promise<Sandbox> {
     state.windows.clear();
     state.sends.clear();
     state.templates.forgetRules();
+    state.messagingLimits.clear();
     graph.resetRateWindows();
     // The callback URL is wiring, not behaviour: a test that pointed it at its app keeps it.
     state.config = { ...defaults, callback_url: state.config.callback_url };
@@ -204,12 +219,12 @@ export async function createSandbox(options: SandboxOptions): Promise<Sandbox> {
     try { id = decodeURIComponent(parts[1]); } catch { return () => graphError(2500, { title: `Unknown path components: ${path}` }); }
     const edge = parts[2];
     const route = `${req.method} ${edge ?? ''}`;
-    if (route === 'GET ') return () => graph.getObject(id, query);
+    if (route === 'GET ') return () => graph.getObject(id, query, `http://${req.headers.host ?? '127.0.0.1'}`);
     if (route === 'GET message_templates') return () => graph.listTemplates(id, query, `http://${req.headers.host ?? '127.0.0.1'}${req.url}`);
     if (route === 'POST messages' || route === 'POST message_templates') {
       const raw = await readBody(req, JSON_LIMIT);
       if (!raw) return () => graphError(100, { details: 'Request body too large.' });
-      return edge === 'messages' ? () => graph.send(id, raw) : () => graph.createTemplate(id, raw);
+      return edge === 'messages' ? () => graph.send(id, raw, req.socket.remoteAddress ?? null) : () => graph.createTemplate(id, raw);
     }
     if (route === 'POST media') {
       const raw = await readBody(req, MEDIA_LIMIT);
@@ -228,6 +243,10 @@ export async function createSandbox(options: SandboxOptions): Promise<Sandbox> {
       write(res, await control(req, path, query));
       return;
     }
+    if (path === MEDIA_DOWNLOAD_PATH) {
+      downloadMedia(req, res, query.get('mid') ?? '');
+      return;
+    }
     const work = await graphRoute(req, path, query);
     // A slow upstream is slow before it answers: the request is read at once (a client that gives
     // up still leaves it behind), but taken (its statuses queued) only after the delay, so
@@ -235,6 +254,15 @@ export async function createSandbox(options: SandboxOptions): Promise<Sandbox> {
     const latency = state.config.latency_ms;
     if (latency > 0) await new Promise((resolve) => setTimeout(resolve, latency));
     write(res, await work());
+  }
+
+  function downloadMedia(req: IncomingMessage, res: ServerResponse, id: string): void {
+    const auth = req.headers.authorization;
+    if (!auth || !/^Bearer\s+\S+/i.test(auth)) { write(res, { status: 401, body: { error: { message: 'a Bearer token is required' } } }); return; }
+    const media = state.media.get(id);
+    if (!media?.bytes) { write(res, { status: 404, body: { error: { message: 'media not found' } } }); return; }
+    res.writeHead(200, { 'content-type': media.mimeType, 'content-length': media.bytes.length });
+    res.end(media.bytes);
   }
 
   const server = createServer({ keepAliveTimeout: 65_000 }, (req, res) => {

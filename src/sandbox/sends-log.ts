@@ -6,6 +6,10 @@ export interface LoggedSend {
   components: unknown;
   biz_opaque_callback_data: string | null;
   at: string;
+  /** The number that sent it. */
+  phone_number_id: string;
+  /** The sending client's address (which node of a multi-host drill sent it). */
+  from: string | null;
 }
 
 export const digitsOf = (phone: string) => phone.replace(/\D/g, '');

@@ -24,6 +24,8 @@ export interface MediaRecord {
   filename: string | null;
   size: number;
   sha256: string;
+  /** Kept for media users sent (inbound), which the service downloads; uploads keep only their digest. */
+  bytes?: Buffer;
 }
 
 export interface SandboxState {
@@ -36,6 +38,8 @@ export interface SandboxState {
   windows: ServiceWindows;
   held: HeldMessages;
   media: Map<string, MediaRecord>;
+  /** Business portfolio messaging limits by WABA id (null: unlimited); a WABA not here is unlimited. */
+  messagingLimits: Map<string, number | null>;
   deliverer: CallbackDeliverer;
   statuses: StatusPipeline;
   logger: Logger;
@@ -47,3 +51,9 @@ export interface Reply {
 }
 
 export const displayPhoneNumber = (phoneNumberId: string) => '1555' + phoneNumberId.replace(/\D/g, '').slice(-7).padStart(7, '0');
+
+/**
+ * Where a media object's `url` points, like Meta's lookaside host: the bytes, with the same Bearer
+ * token, or 404 once the media is gone.
+ */
+export const MEDIA_DOWNLOAD_PATH = '/whatsapp_business/attachments/';

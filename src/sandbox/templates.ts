@@ -22,6 +22,8 @@ export interface SandboxTemplate {
   unpauseAt?: number;
   /** Template pacing switched on through the control API: every send is held, then released or dropped. */
   pacing?: { then: HeldFate; holdMs: number };
+  /** Quality set through the control API (message_template_quality_update); UNKNOWN until then. */
+  qualityScore?: string;
 }
 
 export interface TemplateStatusChange {

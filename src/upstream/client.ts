@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { Agent, request } from 'undici';
 import { classifyErrorCode, lookupErrorCode, retryDelayMs } from './error-codes.ts';
 import type {
-  CreateTemplateRequest, SendTemplateRequest, SendTemplateResult, UpstreamAccount, UpstreamClient,
+  CreateTemplateRequest, MediaDownload, SendTemplateRequest, SendTemplateResult, UpstreamAccount, UpstreamClient,
   UpstreamError, UpstreamOutcome, UpstreamTemplate,
 } from './types.ts';
 
@@ -16,7 +16,7 @@ export interface UpstreamClientOptions {
   onCall?: (operation: UpstreamOperation, result: string, seconds: number) => void;
 }
 
-export type UpstreamOperation = 'send_template' | 'create_template' | 'get_template' | 'list_templates' | 'upload_media';
+export type UpstreamOperation = 'send_template' | 'create_template' | 'get_template' | 'list_templates' | 'upload_media' | 'get_phone_number' | 'download_media';
 
 /** Network failures are usually over in a moment (restart, reset connection). */
 const NETWORK_RETRY_MS = 1000;
@@ -186,10 +186,66 @@ export function createUpstreamClient(options: UpstreamClientOptions): UpstreamCl
       return toOutcome(result, (body) => (body.id === undefined || body.id === null ? null : { id: String(body.id) }));
     },
 
+    async getPhoneNumber(account) {
+      const result = await call('get_phone_number', 'GET', `${segment(account.phoneNumberId)}?fields=display_phone_number,whatsapp_business_manager_messaging_limit`, account.accessToken);
+      return toOutcome(result, (body) => ({
+        displayPhoneNumber: typeof body.display_phone_number === 'string' ? body.display_phone_number : null,
+        messagingLimitTier: typeof body.whatsapp_business_manager_messaging_limit === 'string' ? body.whatsapp_business_manager_messaging_limit : null,
+      }));
+    },
+
+    async downloadMedia(account, mediaId) {
+      const started = performance.now();
+      const lookup = await call('download_media', 'GET', `${segment(mediaId)}?phone_number_id=${encodeURIComponent(account.phoneNumberId)}`, account.accessToken);
+      const described = toOutcome(lookup, (body) => (typeof body.url === 'string' ? body : null));
+      if (described.kind !== 'accepted') {
+        // Graph answers an unknown (or expired) object id with 100/33.
+        const gone = described.kind === 'rejected' && described.error.code === 100 && described.error.subcode === 33;
+        return gone ? { kind: 'accepted', value: { gone: true } } : described;
+      }
+      const url = String(described.value.url);
+      // The token goes with the download, so only to the upstream itself or Meta's media hosts.
+      if (!mediaHostAllowed(url, origin)) {
+        return { kind: 'rejected', error: { httpStatus: null, code: -1, subcode: null, fbtraceId: null, errorClass: 'fatal', details: null, title: `Refused to fetch media from ${new URL(url).host}` } };
+      }
+      const controller = new AbortController();
+      const timer = setTimeout(() => controller.abort(), options.timeoutMs);
+      try {
+        const response = await request(url, {
+          method: 'GET', headers: { authorization: `Bearer ${account.accessToken}` }, dispatcher: agent, signal: controller.signal,
+          bodyTimeout: options.timeoutMs,
+        });
+        clearTimeout(timer);
+        options.onCall?.('download_media', `http_${Math.floor(response.statusCode / 100)}xx`, (performance.now() - started) / 1000);
+        if (response.statusCode === 404) { response.body.resume(); return { kind: 'accepted', value: { gone: true } }; }
+        if (response.statusCode < 200 || response.statusCode >= 300) {
+          response.body.resume();
+          return { kind: 'retryable', error: null, retryAfterMs: SERVER_ERROR_RETRY_MS, reason: `media download http ${response.statusCode}` };
+        }
+        const length = Number(response.headers['content-length']);
+        const mimeType = typeof described.value.mime_type === 'string' ? described.value.mime_type : String(response.headers['content-type'] ?? 'application/octet-stream');
+        const value: MediaDownload = { body: response.body, mimeType, size: Number.isFinite(length) ? length : null };
+        return { kind: 'accepted', value };
+      } catch (err) {
+        clearTimeout(timer);
+        if (controller.signal.aborted) return { kind: 'timeout' };
+        return { kind: 'retryable', error: null, retryAfterMs: NETWORK_RETRY_MS, reason: `network: ${(err as { code?: string }).code ?? 'network_error'}` };
+      }
+    },
+
     async close() {
       await agent.close();
     },
   };
+}
+
+/** Meta serves media from its CDN hosts (lookaside.fbsbx.com); a stand-in upstream serves it itself. */
+const META_MEDIA_HOSTS = ['fbsbx.com', 'facebook.com', 'whatsapp.net', 'fbcdn.net'];
+function mediaHostAllowed(url: string, upstreamOrigin: string): boolean {
+  let parsed: URL;
+  try { parsed = new URL(url); } catch { return false; }
+  if (parsed.origin === upstreamOrigin) return true;
+  return parsed.protocol === 'https:' && META_MEDIA_HOSTS.some((h) => parsed.hostname === h || parsed.hostname.endsWith(`.${h}`));
 }
 
 function isObject(value: unknown): value is Graph {

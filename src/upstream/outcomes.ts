@@ -118,3 +118,15 @@ export function outcomeOfCallbackFailure(code: number, title: string, attempt = 
   };
   return outcomeOfError(error, attempt);
 }
+
+/** 131050: the user stopped marketing messages from this business (reference §4, §11). */
+const USER_STOPPED_MARKETING = 131050;
+
+/**
+ * Whether a failure with this code means the user opted out of marketing messages: the contact
+ * is marked opted out (as by a `user_preferences` stop), whether the code came in the send's
+ * answer or by callback.
+ */
+export function optsOutOfMarketing(code: number | null | undefined): boolean {
+  return code === USER_STOPPED_MARKETING;
+}

@@ -26,6 +26,13 @@ export type UpstreamOutcome<T> =
   | { kind: 'retryable'; error: UpstreamError | null; retryAfterMs: number; reason: string }
   | { kind: 'timeout' };
 
+export interface MediaDownload {
+  gone?: false;
+  body: import('node:stream').Readable;
+  mimeType: string;
+  size: number | null;
+}
+
 /** A tenant's connected business account, token already decrypted (only when a call needs it). */
 export interface UpstreamAccount {
   wabaId: string;
@@ -68,6 +75,12 @@ export interface UpstreamTemplate {
   rejectedReason: string | null;
 }
 
+export interface UpstreamPhoneNumber {
+  displayPhoneNumber: string | null;
+  /** `whatsapp_business_manager_messaging_limit` (reference §8), e.g. TIER_2K; null when not given. */
+  messagingLimitTier: string | null;
+}
+
 export interface CreateTemplateRequest {
   name: string;
   language: string;
@@ -81,5 +94,12 @@ export interface UpstreamClient {
   getTemplate(account: UpstreamAccount, templateId: string): Promise<UpstreamOutcome<UpstreamTemplate>>;
   listTemplates(account: UpstreamAccount, filter?: { name?: string; status?: string }): Promise<UpstreamOutcome<UpstreamTemplate[]>>;
   uploadMedia(account: UpstreamAccount, file: { bytes: Buffer; mimeType: string; filename: string }): Promise<UpstreamOutcome<{ id: string }>>;
+  /** The phone number's display number and its portfolio's messaging limit (`TIER_250`... `TIER_UNLIMITED`), as far as the upstream tells. */
+  getPhoneNumber(account: UpstreamAccount): Promise<UpstreamOutcome<UpstreamPhoneNumber>>;
+  /**
+   * The bytes of a media id the upstream gave us (an inbound message's), streamed. A media id the
+   * upstream no longer knows is `gone` (inbound media is kept for a limited time).
+   */
+  downloadMedia(account: UpstreamAccount, mediaId: string): Promise<UpstreamOutcome<MediaDownload | { gone: true }>>;
   close(): Promise<void>;
 }

@@ -40,6 +40,8 @@ export interface CampaignDispatcherOptions {
   holdMs?: number;
   /** Only these tenants' campaigns (tests that share one database run their own dispatchers). */
   onlyTenants?: string[];
+  /** The moving window of the portfolio's messaging limit (MESSAGING_LIMIT_WINDOW_MS; default 24 h). */
+  messagingLimitWindowMs?: number;
 }
 
 /** Batches one campaign may start in one turn (one reservation, one claim) before the next campaign's turn. */
@@ -47,6 +49,8 @@ const BATCHES_PER_TURN = 8;
 /** After a mapped media asset failed to upload, how long its claimed recipients wait. */
 const MEDIA_RETRY_MS = 10_000;
 const DAY_MS = 86_400_000;
+/** A tenant at its messaging limit: how long its campaigns wait before the next claim tries again. */
+const LIMIT_RECHECK_MS = 500;
 const MEDIA_TYPES: Record<string, MediaType> = { IMAGE: 'image', VIDEO: 'video', DOCUMENT: 'document' };
 const sleepUntil = (at: number) => new Promise<void>((resolve) => setTimeout(resolve, Math.max(0, at - Date.now())));
 
@@ -77,6 +81,8 @@ export class CampaignDispatcher {
    * failed, and may be resumed).
    */
   private halted = new Map<string, number>();
+  /** Tenants whose last claim found the messaging limit reached, and until when they are not tried. */
+  private limitReached = new Map<string, number>();
 
   constructor(private db: Db, private upstream: UpstreamClient, private media: MediaService, private pacer: SendPacer,
     private options: CampaignDispatcherOptions, private logger?: Logger) {}
@@ -130,6 +136,7 @@ export class CampaignDispatcher {
     // slower than the rate): claiming more would only make them wait longer, past their leases.
     const rate = campaign.messages_per_second ?? 80;
     if (this.sendWindow(campaign.phone_number_id!).waiting >= rate) return 0;
+    if (campaign.messaging_limit !== null && (this.limitReached.get(campaign.tenant_id) ?? 0) > Date.now()) return 0;
     // Whole batches only: the few slots freed since the last turn would make a batch of a handful
     // of recipients paying a whole batch's statements.
     const size = campaign.batch_size;
@@ -138,8 +145,13 @@ export class CampaignDispatcher {
     const reservation = await this.pacer.reserve(campaign.phone_number_id!, size * batches, rate, whole);
     if (reservation.granted === 0) return 0;
     const claimedAt = Date.now();
-    const recipients = await this.claim(campaign.id, reservation.granted);
-    if (recipients.length === 0) return (await campaignQueue.completeIfDone(this.db, campaign.id)) ? 1 : 0;
+    const recipients = await this.claim(campaign, reservation.granted);
+    if (recipients.length === 0) {
+      if (await campaignQueue.completeIfDone(this.db, campaign.id)) return 1;
+      // Due recipients left, none claimable: the rest wait (pending) for the window to move.
+      if (campaign.messaging_limit !== null) this.limitReached.set(campaign.tenant_id, Date.now() + LIMIT_RECHECK_MS);
+      return 0;
+    }
     const context = this.sendContext(campaign, recipients);
     for (let from = 0; from < recipients.length; from += size) {
       const startAt = reservation.startAt + from * reservation.intervalMs;
@@ -155,10 +167,17 @@ export class CampaignDispatcher {
    * Claims from where this process's last claim of the campaign ended, and from the start again
    * once nothing is left after it (recipients re-queued by a rate limit or by reconciliation).
    */
-  private async claim(campaignId: string, limit: number): Promise<ClaimedRecipient[]> {
+  private async claim(campaign: RunningCampaign, limit: number): Promise<ClaimedRecipient[]> {
+    const campaignId = campaign.id;
+    const skipOptedOut = campaign.template_category === 'MARKETING';
+    // A limited portfolio (reference §8) claims only as many new users as its limit still allows;
+    // unlimited (the default), the plain claim: no extra work per batch.
+    const claimFrom = (after?: string) => campaign.messaging_limit === null
+      ? campaignQueue.claim(this.db, campaignId, limit, this.options.leaseMs, after, skipOptedOut)
+      : campaignQueue.claimWithinLimit(this.db, campaign.tenant_id, campaignId, limit, this.options.leaseMs, campaign.messaging_limit, this.options.messagingLimitWindowMs ?? DAY_MS, after, skipOptedOut);
     const after = this.cursors.get(campaignId) ?? FIRST_ID;
-    let claimed = await campaignQueue.claim(this.db, campaignId, limit, this.options.leaseMs, after);
-    if (claimed.length === 0 && after !== FIRST_ID) claimed = await campaignQueue.claim(this.db, campaignId, limit, this.options.leaseMs);
+    let claimed = await claimFrom(after);
+    if (claimed.length === 0 && after !== FIRST_ID) claimed = await claimFrom();
     countClaimed(claimed.length);
     if (claimed.length > 0) {
       if (this.cursors.size > 10_000) this.cursors.clear();

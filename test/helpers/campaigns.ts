@@ -16,7 +16,7 @@ export function runCampaignWorkers(t: UpstreamTestApp, tenantIds: string[], over
   const c = t.deps.config;
   const dispatcher = new CampaignDispatcher(t.deps.db, t.deps.upstream, t.deps.media, t.deps.pacer, {
     secretsKey: c.secretsKey, leaseMs: c.campaignLeaseMs, issueWithinMs: c.campaignIssueWithinMs, reconcileMs: c.sendReconcileMs, maxBatches: c.campaignMaxBatches, maxAttempts: c.campaignMaxAttempts,
-    deferMs: c.campaignDeferMs, deferAttempts: c.campaignDeferAttempts, holdMs: c.campaignHoldMs, onlyTenants: tenantIds, ...overrides,
+    deferMs: c.campaignDeferMs, deferAttempts: c.campaignDeferAttempts, holdMs: c.campaignHoldMs, messagingLimitWindowMs: c.messagingLimitWindowMs, onlyTenants: tenantIds, ...overrides,
   }, pino({ level: process.env.TEST_LOG_LEVEL ?? 'silent' }));
   const loops = startLoops([
     { name: 'campaign-scheduler', runOnce: () => startDueCampaigns(t.deps.db, tenantIds), intervalMs: 50 },

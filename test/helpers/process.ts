@@ -21,9 +21,14 @@ export interface ServerProcess {
   waitForOutput(pattern: RegExp, timeoutMs?: number): Promise<RegExpMatchArray>;
 }
 
-/** Runs `node --import tsx src/server.ts` with exactly `env` (plus PATH/HOME), as `npm start` would. */
-export function startServer(env: Record<string, string>): ServerProcess {
-  const child = spawn(process.execPath, ['--import', 'tsx', 'src/server.ts'], {
+/**
+ * Runs `node --import tsx src/server.ts` with exactly `env` (plus PATH/HOME), as `npm start` would.
+ * `entry` runs another program (the sandbox's `src/sandbox/main.ts`); `wrapper` goes before node
+ * (`ip netns exec <ns>` runs it on another host of a drill's network).
+ */
+export function startServer(env: Record<string, string>, options: { entry?: string; wrapper?: string[] } = {}): ServerProcess {
+  const [command, ...args] = [...(options.wrapper ?? []), process.execPath, '--import', 'tsx', options.entry ?? 'src/server.ts'];
+  const child = spawn(command, args, {
     // Webhook delivery and campaign dispatch off unless asked for: a deliverer (a dispatcher) claims
     // every tenant's deliveries (campaigns) in the shared test database, with this process's
     // SECRETS_KEY and timings, which would disturb other test files.

@@ -7,9 +7,9 @@ export const hasRedisServer = await new Promise<boolean>((resolve) => {
   probe.once('exit', (code) => resolve(code === 0));
 });
 
-/** A private redis-server a test may stop, freeze or kill; the shared one stays untouched. */
-export async function startRedis(port: number): Promise<ChildProcess> {
-  const child = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--daemonize', 'no'], { stdio: ['ignore', 'pipe', 'pipe'] });
+/** A private redis-server a test may stop, freeze or kill; the shared one stays untouched. `bind`: the address(es) it listens on. */
+export async function startRedis(port: number, bind = '127.0.0.1'): Promise<ChildProcess> {
+  const child = spawn('redis-server', ['--port', String(port), '--bind', bind, '--protected-mode', 'no', '--save', '', '--appendonly', 'no', '--daemonize', 'no'], { stdio: ['ignore', 'pipe', 'pipe'] });
   await new Promise<void>((resolve, reject) => {
     let out = '';
     const timer = setTimeout(() => reject(new Error(`redis-server did not start: ${out}`)), 5000);

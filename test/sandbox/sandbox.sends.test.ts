@@ -270,7 +270,7 @@ describe('sandbox: sends and status callbacks', () => {
     expect(log.body.data[0]).toEqual({
       message_id: expect.stringMatching(/^wamid\./), to, template: template.name, language: 'en_US',
       components: [{ type: 'body', parameters: [{ type: 'text', text: 'Ada' }, { type: 'text', text: 'A-1' }] }],
-      biz_opaque_callback_data: 'dup', at: expect.any(String),
+      biz_opaque_callback_data: 'dup', at: expect.any(String), phone_number_id: phoneId, from: expect.stringMatching(/127\.0\.0\.1$/),
     });
     expect((await http('GET', `${sandbox.url}/__sandbox/sends`)).body.data).toHaveLength(3);
   });

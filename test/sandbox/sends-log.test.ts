@@ -3,7 +3,7 @@ import { SendsLog, type LoggedSend } from '../../src/sandbox/sends-log.ts';
 
 const send = (n: number, to: string): LoggedSend => ({
   message_id: `wamid.${n}`, to, template: 'tpl', language: 'en', components: [{ type: 'body', parameters: [{ type: 'text', text: `v${n}` }] }],
-  biz_opaque_callback_data: n % 2 ? `cb${n}` : null, at: new Date(1_700_000_000_000 + n).toISOString(),
+  biz_opaque_callback_data: n % 2 ? `cb${n}` : null, at: new Date(1_700_000_000_000 + n).toISOString(), phone_number_id: '1099', from: n % 2 ? '10.0.0.11' : null,
 });
 
 describe('sandbox sends log', () => {

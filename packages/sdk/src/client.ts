@@ -148,6 +148,8 @@ function messagesApi(http: Http) {
     list: (query: Query<'listMessages'> = {}, o?: CallOptions) => unwrap(http.GET('/messages', { params: { query }, ...init(o) })),
     iterate: (query: Query<'listMessages'> = {}) => paginate((page) => api.list({ ...query, page })),
     get: (id: string, o?: CallOptions) => unwrap(http.GET('/messages/{id}', { params: path({ id }), ...init(o) })),
+    /** A received message's media file, while the upstream keeps it (404 afterwards). */
+    media: (id: string, o?: CallOptions) => unwrap(http.GET('/messages/{id}/media', { params: path({ id }), parseAs: 'arrayBuffer', ...init(o) })),
   };
   return api;
 }

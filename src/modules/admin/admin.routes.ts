@@ -5,7 +5,7 @@ import { SCOPES, PRESETS, WILDCARD } from '../tenants/scopes.ts';
 import { cardCsv, checkCard, parseCardCsv, type RateCards } from '../pricing/rate-card.ts';
 import { assertAdminToken, type AdminService } from './admin.service.ts';
 import {
-  ApiKey, ApiKeyCreate, BusinessAccount, BusinessAccountConnect, BusinessAccountPatch, CreatedApiKey, KeyParams, Message, RateCard, ScopeVocabulary, Tenant,
+  ApiKey, ApiKeyCreate, BusinessAccount, BusinessAccountConnect, BusinessAccountPatch, CreatedApiKey, KeyParams, MarketingSettings, MarketingSettingsPatch, Message, RateCard, ScopeVocabulary, Tenant,
   TenantCreate, TenantListQuery, TenantPage, TenantParams, TenantPatch,
 } from './admin.schemas.ts';
 import { Type } from 'typebox';
@@ -40,6 +40,11 @@ export const adminRoutes: FastifyPluginAsyncTypebox<{ admin: AdminService; admin
     (req) => admin.updateBusinessAccount(req.params.id, req.body));
   app.delete('/tenants/:id/business-account', { schema: { params: TenantParams, response: { 200: BusinessAccount } } },
     (req) => admin.disconnectBusinessAccount(req.params.id));
+
+  app.get('/tenants/:id/marketing-settings', { schema: { params: TenantParams, response: { 200: MarketingSettings } } },
+    (req) => admin.getMarketingSettings(req.params.id));
+  app.patch('/tenants/:id/marketing-settings', { schema: { params: TenantParams, body: MarketingSettingsPatch, response: { 200: MarketingSettings } } },
+    (req) => admin.updateMarketingSettings(req.params.id, req.body));
 
   // Prometheus text format (scrape with the admin token as a bearer credential).
   app.get('/metrics', async (_req, reply) => {

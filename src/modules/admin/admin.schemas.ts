@@ -65,7 +65,12 @@ export const BusinessAccount = Type.Object({
   /** Why WhatsApp stopped it (the upstream code and title); null while active. */
   status_reason: Nullable(Type.String()),
   messages_per_second: Type.Integer(),
+  /** The operator's per-number tier (Meta's older model): kept and shown, no longer what sending holds to. */
   messaging_tier: Type.String(),
+  /** The business portfolio's messaging limit: unique users per moving 24 h outside a service window; null: unlimited. */
+  messaging_limit: Nullable(Type.Integer()),
+  /** When the limit was last set (from the upstream at connection, a callback, or an operator). */
+  messaging_limit_updated_at: Nullable(Type.String()),
   connected_at: Type.String(),
   updated_at: Nullable(Type.String()),
 });
@@ -75,6 +80,8 @@ export type BusinessAccount = Static<typeof BusinessAccount>;
 const pacingFields = {
   messages_per_second: Type.Optional(Type.Integer({ minimum: 1, maximum: 1000 })),
   messaging_tier: Type.Optional(Type.Union(['250', '1K', '10K', '100K', 'unlimited'].map((t) => Type.Literal(t)))),
+  /** The portfolio's messaging limit (Meta's levels: 250, 2000, 10000, 100000; null unlimited); on connect, read from the upstream when absent. */
+  messaging_limit: Type.Optional(Nullable(Type.Integer({ minimum: 1, maximum: 100_000_000 }))),
 };
 
 export const BusinessAccountConnect = Type.Object({
@@ -93,6 +100,27 @@ export const ScopeVocabulary = Type.Object({
   wildcard: Type.String(),
   presets: Type.Array(Type.Object({ name: Type.String(), scopes: Type.Array(Type.String()) })),
 });
+
+/** A tenant's marketing rules (issue 23): keywords, the US rule and the frequency cap. */
+const FrequencyCap = Type.Object({
+  max_messages: Type.Integer({ minimum: 1, maximum: 1000 }),
+  days: Type.Integer({ minimum: 1, maximum: 365 }),
+});
+const Keywords = Type.Array(Type.String({ minLength: 1, maxLength: 64 }), { maxItems: 50 });
+export const MarketingSettings = Type.Object({
+  /** Normalised: upper case, without whitespace. */
+  opt_out_keywords: Type.Array(Type.String()),
+  opt_in_keywords: Type.Array(Type.String()),
+  block_us_marketing: Type.Boolean(),
+  frequency_cap: Nullable(FrequencyCap),
+});
+export const MarketingSettingsPatch = Type.Object({
+  opt_out_keywords: Type.Optional(Keywords),
+  opt_in_keywords: Type.Optional(Keywords),
+  block_us_marketing: Type.Optional(Type.Boolean()),
+  frequency_cap: Type.Optional(Nullable(FrequencyCap)),
+});
+export type MarketingSettingsPatch = Static<typeof MarketingSettingsPatch>;
 
 export const TenantParams = Type.Object({ id: Type.String() });
 export const KeyParams = Type.Object({ id: Type.String(), key_id: Type.String() });

@@ -1,6 +1,9 @@
 import { randomUUID } from 'node:crypto';
 import type { Selectable } from 'kysely';
+import type { Logger } from 'pino';
 import type { Db } from '../../db/database.ts';
+import type { UpstreamClient } from '../../upstream/types.ts';
+import { limitOfTier } from '../business-accounts/messaging-limit.ts';
 import type { ApiKeysTable, BusinessAccountsTable, TenantsTable } from '../../db/schema.ts';
 import { encryptSecret } from '../../crypto/secrets.ts';
 import { AppError, conflict, notFound, validationError } from '../../http/errors.ts';
@@ -9,10 +12,11 @@ import { offsetOf, paginationFor, type PageQuery, type Pagination } from '../../
 import { pageWithTotal } from '../../db/page.ts';
 import { parseAllowlistEntry } from '../../http/ip-allowlist.ts';
 import { isUuid } from '../contacts/contacts.repository.ts';
+import { marketingSettingsRepository, normaliseKeyword, type MarketingSettings } from '../contacts/marketing-settings.ts';
 import { generateApiKey } from '../tenants/api-key-format.ts';
 import { PLANS, type PlanName } from '../tenants/plans.ts';
 import { isKnownScope, PRESETS } from '../tenants/scopes.ts';
-import type { ApiKey, ApiKeyCreate, BusinessAccount, BusinessAccountConnect, BusinessAccountPatch, Tenant, TenantPatch } from './admin.schemas.ts';
+import type { ApiKey, ApiKeyCreate, BusinessAccount, BusinessAccountConnect, BusinessAccountPatch, MarketingSettingsPatch, Tenant, TenantPatch } from './admin.schemas.ts';
 
 
 function toTenant(row: Selectable<TenantsTable>): Tenant {
@@ -30,6 +34,7 @@ export function toBusinessAccount(row: Selectable<BusinessAccountsTable>): Busin
   return {
     tenant_id: row.tenant_id, waba_id: row.waba_id, phone_number_id: row.phone_number_id, display_phone_number: row.display_phone_number,
     status: row.status, status_reason: row.status_reason, messages_per_second: row.messages_per_second, messaging_tier: row.messaging_tier,
+    messaging_limit: row.messaging_limit, messaging_limit_updated_at: isoOrNull(row.messaging_limit_updated_at),
     connected_at: row.connected_at.toISOString(), updated_at: isoOrNull(row.updated_at),
   };
 }
@@ -37,7 +42,7 @@ export function toBusinessAccount(row: Selectable<BusinessAccountsTable>): Busin
 /** What operators (a dashboard, scripts) do: provision tenants, keys and business accounts. */
 export class AdminService {
   /** `keysChanged` is told when what a cached key lookup holds (revocation, tenant, plan, quota) has changed. */
-  constructor(private db: Db, private secretsKey: Buffer, private keysChanged: () => void = () => {}) {}
+  constructor(private db: Db, private secretsKey: Buffer, private keysChanged: () => void = () => {}, private upstream?: UpstreamClient, private logger?: Logger) {}
 
   async createTenant(name: string, plan: PlanName): Promise<Tenant> {
     const row = await this.db.insertInto('tenants')
@@ -135,10 +140,13 @@ export class AdminService {
 
   async connectBusinessAccount(tenantId: string, input: BusinessAccountConnect): Promise<BusinessAccount> {
     await this.liveTenant(tenantId);
+    const upstream = await this.readPhoneNumber(tenantId, input);
     const values = {
-      waba_id: input.waba_id, phone_number_id: input.phone_number_id, display_phone_number: input.display_phone_number ?? null,
+      waba_id: input.waba_id, phone_number_id: input.phone_number_id, display_phone_number: input.display_phone_number ?? upstream.displayPhoneNumber,
       access_token_enc: encryptSecret(this.secretsKey, input.access_token), status: 'active', status_reason: null,
       messages_per_second: input.messages_per_second ?? 80, messaging_tier: input.messaging_tier ?? '1K',
+      messaging_limit: input.messaging_limit !== undefined ? input.messaging_limit : upstream.messagingLimit,
+      messaging_limit_updated_at: input.messaging_limit !== undefined || upstream.known ? new Date() : null,
     };
     try {
       const row = await this.db.insertInto('business_accounts')
@@ -152,6 +160,23 @@ export class AdminService {
     }
   }
 
+  /**
+   * The number's display number and its portfolio's messaging limit, as the upstream tells at
+   * connection (`GET /{phone-number-id}?fields=display_phone_number,whatsapp_business_manager_messaging_limit`).
+   * An upstream that cannot tell (unreachable, an older API) leaves the limit unknown: unlimited.
+   */
+  private async readPhoneNumber(tenantId: string, input: BusinessAccountConnect): Promise<{ displayPhoneNumber: string | null; messagingLimit: number | null; known: boolean }> {
+    const none = { displayPhoneNumber: null, messagingLimit: null, known: false };
+    if (!this.upstream) return none;
+    const outcome = await this.upstream.getPhoneNumber({ wabaId: input.waba_id, phoneNumberId: input.phone_number_id, accessToken: input.access_token });
+    if (outcome.kind !== 'accepted') {
+      this.logger?.warn({ tenant_id: tenantId, outcome: outcome.kind }, 'the upstream did not tell the phone number\'s messaging limit at connection; treated as unlimited until a callback or an operator sets it');
+      return none;
+    }
+    const limit = limitOfTier(outcome.value.messagingLimitTier);
+    return { displayPhoneNumber: outcome.value.displayPhoneNumber, messagingLimit: limit ?? null, known: limit !== undefined };
+  }
+
   async getBusinessAccount(tenantId: string): Promise<BusinessAccount> {
     await this.liveTenant(tenantId);
     const row = await this.db.selectFrom('business_accounts').selectAll().where('tenant_id', '=', tenantId).executeTakeFirst();
@@ -159,14 +184,54 @@ export class AdminService {
     return toBusinessAccount(row);
   }
 
-  /** Pacing and tier changes; dispatchers read them with every batch, so they apply within a second. */
+  /** Pacing, tier and limit changes; dispatchers read them with every batch, so they apply within a second. */
   async updateBusinessAccount(tenantId: string, patch: BusinessAccountPatch): Promise<BusinessAccount> {
     await this.liveTenant(tenantId);
     const row = await this.db.updateTable('business_accounts')
-      .set({ ...(patch.messages_per_second !== undefined ? { messages_per_second: patch.messages_per_second } : {}), ...(patch.messaging_tier ? { messaging_tier: patch.messaging_tier } : {}), updated_at: new Date() })
+      .set({
+        ...(patch.messages_per_second !== undefined ? { messages_per_second: patch.messages_per_second } : {}), ...(patch.messaging_tier ? { messaging_tier: patch.messaging_tier } : {}),
+        ...(patch.messaging_limit !== undefined ? { messaging_limit: patch.messaging_limit, messaging_limit_updated_at: new Date() } : {}), updated_at: new Date(),
+      })
       .where('tenant_id', '=', tenantId).returningAll().executeTakeFirst();
     if (!row) throw notFound('Business account');
     return toBusinessAccount(row);
+  }
+
+  async getMarketingSettings(tenantId: string): Promise<MarketingSettings> {
+    await this.liveTenant(tenantId);
+    return marketingSettingsRepository.get(this.db, tenantId);
+  }
+
+  /** Only the fields sent change; keywords are stored normalised (upper case, no whitespace). */
+  async updateMarketingSettings(tenantId: string, patch: MarketingSettingsPatch): Promise<MarketingSettings> {
+    await this.liveTenant(tenantId);
+    const keywords = (key: 'opt_out_keywords' | 'opt_in_keywords', current: string[]) => {
+      const given = patch[key];
+      if (given === undefined) return current;
+      return [...new Set(given.map((word, i) => {
+        const keyword = normaliseKeyword(word);
+        if (keyword.length === 0) throw validationError(`${key}[${i}] must contain a character other than whitespace`, ['body', key, i], word);
+        return keyword;
+      }))];
+    };
+    return this.db.transaction().execute(async (tx) => {
+      // Held until the write commits: two concurrent changes never lose one another's fields.
+      await tx.selectFrom('tenants').select('id').where('id', '=', tenantId).forUpdate().execute();
+      const current = await marketingSettingsRepository.get(tx, tenantId);
+      const next: MarketingSettings = {
+        opt_out_keywords: keywords('opt_out_keywords', current.opt_out_keywords),
+        opt_in_keywords: keywords('opt_in_keywords', current.opt_in_keywords),
+        block_us_marketing: patch.block_us_marketing ?? current.block_us_marketing,
+        frequency_cap: patch.frequency_cap === undefined ? current.frequency_cap : patch.frequency_cap,
+      };
+      const both = next.opt_out_keywords.filter((k) => next.opt_in_keywords.includes(k));
+      if (both.length > 0) {
+        const loc = patch.opt_in_keywords !== undefined ? 'opt_in_keywords' : 'opt_out_keywords';
+        throw validationError(`A keyword cannot both opt out and opt in: ${both.join(', ')}`, ['body', loc], both);
+      }
+      await marketingSettingsRepository.put(tx, tenantId, next);
+      return next;
+    });
   }
 
   async disconnectBusinessAccount(tenantId: string): Promise<BusinessAccount> {

@@ -48,7 +48,7 @@ export async function findTenantsByWabaId(db: Queryable, wabaId: string): Promis
 }
 
 export interface SendPrerequisites {
-  account: (ActiveAccount & { messagesPerSecond: number }) | undefined;
+  account: (ActiveAccount & { messagesPerSecond: number; messagingLimit: number | null }) | undefined;
   template: { id: string; template_name: string; components: unknown[] } | undefined;
 }
 
@@ -59,8 +59,8 @@ export interface SendPrerequisites {
  */
 export async function findAccountsAndApprovedTemplates(db: Queryable, keys: { tenantId: string; templateName: string; language: string }[]): Promise<SendPrerequisites[]> {
   const values = sql.join(keys.map((k, i) => sql`(${i}::int, ${k.tenantId}::uuid, ${k.templateName}::text, ${k.language}::text)`));
-  const { rows } = await sql<{ k: number; tenant_id: string; waba_id: string; phone_number_id: string; access_token_enc: string; messages_per_second: number; template_id: string | null; template_name: string | null; components: unknown[] | null }>`
-    SELECT v.k, ba.tenant_id, ba.waba_id, ba.phone_number_id, ba.access_token_enc, ba.messages_per_second, t.id AS template_id, t.template_name, t.components
+  const { rows } = await sql<{ k: number; tenant_id: string; waba_id: string; phone_number_id: string; access_token_enc: string; messages_per_second: number; messaging_limit: number | null; template_id: string | null; template_name: string | null; components: unknown[] | null }>`
+    SELECT v.k, ba.tenant_id, ba.waba_id, ba.phone_number_id, ba.access_token_enc, ba.messages_per_second, ba.messaging_limit, t.id AS template_id, t.template_name, t.components
     FROM (VALUES ${values}) AS v(k, tenant_id, name, language)
     JOIN business_accounts ba ON ba.tenant_id = v.tenant_id AND ba.status = 'active'
     LEFT JOIN templates t ON t.tenant_id = ba.tenant_id AND t.template_name = v.name AND t.language = v.language AND t.status = 'approved'
@@ -70,7 +70,7 @@ export async function findAccountsAndApprovedTemplates(db: Queryable, keys: { te
     const row = byKey.get(i);
     if (!row) return { account: undefined, template: undefined };
     return {
-      account: { tenantId: row.tenant_id, wabaId: row.waba_id, phoneNumberId: row.phone_number_id, accessTokenEnc: row.access_token_enc, messagesPerSecond: row.messages_per_second },
+      account: { tenantId: row.tenant_id, wabaId: row.waba_id, phoneNumberId: row.phone_number_id, accessTokenEnc: row.access_token_enc, messagesPerSecond: row.messages_per_second, messagingLimit: row.messaging_limit },
       template: row.template_id ? { id: row.template_id, template_name: row.template_name!, components: row.components ?? [] } : undefined,
     };
   });

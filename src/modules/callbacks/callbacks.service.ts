@@ -2,12 +2,16 @@ import { randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
 import type { Db, Tx } from '../../db/database.ts';
 import { recordEvents, type NewEvent } from '../../events/events.ts';
-import { nestsDeeperThan, storable } from '../../http/storable-text.ts';
+import { storable } from '../../http/storable-text.ts';
+import { ACCOUNT_FIELDS, applyAccountChange } from '../business-accounts/account-callbacks.ts';
 import { findTenantByPhoneNumberId } from '../business-accounts/business-accounts.repository.ts';
 import { addCommunication } from '../contacts/communications.repository.ts';
+import { applyConsentKeywords, applyUserPreferences } from '../contacts/marketing-consent.ts';
 import { applyMessageStatuses, type AppliedStatus, type DeliveryStatus, type StatusUpdate } from '../messages/messages.statuses.ts';
 import { RateCards, type Pricing } from '../pricing/rate-card.ts';
 import type { TemplateStatusSync, TemplateStatusUpdate } from '../templates/templates.status-sync.ts';
+import { applyAnnotation, ourMessageIds } from './inbound.annotations.ts';
+import { list, MAX_UPSTREAM_ID, record, text, toDate, toInbound, type InboundMessage, type RawContact, type RawInbound } from './inbound.parse.ts';
 
 /** Shapes of the upstream's callback envelope (reference §7), as far as we read them. */
 interface Envelope {
@@ -19,62 +23,32 @@ interface ChangeValue extends TemplateStatusUpdate {
   statuses?: RawStatus[];
   messages?: RawInbound[];
   contacts?: RawContact[];
+  user_preferences?: RawPreference[];
 }
-/** A sender as `value.contacts[]` names it: phone (`wa_id`) and/or business-scoped user id. */
-interface RawContact { wa_id?: string; user_id?: string }
+/** A `user_preferences` item (Meta's webhook reference): a user stopped or resumed marketing messages. */
+interface RawPreference { wa_id?: string; user_id?: string; category?: string; value?: string; timestamp?: string | number }
 interface RawStatus {
   id?: string; status?: string; timestamp?: string; recipient_id?: string; biz_opaque_callback_data?: string;
   errors?: { code?: number; title?: string; message?: string }[];
   pricing?: { category?: string; type?: string; billable?: boolean; pricing_model?: string };
-}
-interface RawInbound {
-  id?: string; from?: string; from_user_id?: string; timestamp?: string; type?: string;
-  text?: { body?: string };
-  button?: { text?: string; payload?: string };
-  interactive?: { type?: string; button_reply?: { title?: string }; list_reply?: { title?: string }; nfm_reply?: { name?: string; body?: string; response_json?: string } };
-  image?: { caption?: string }; video?: { caption?: string }; document?: { caption?: string; filename?: string };
-}
-
-interface InboundMessage {
-  upstreamMessageId: string;
-  from: string | null;
-  /** Business-scoped user id (BSUID): users with a username may write without a phone number. */
-  fromUserId: string | null;
-  type: string;
-  text: string | null;
-  timestamp: Date;
-  flow: { flowToken: string | null; response: Record<string, unknown> } | null;
-  raw: RawInbound;
 }
 
 /** Work for one tenant out of one callback POST. */
 interface TenantBatch {
   statuses: StatusUpdate[];
   inbound: InboundMessage[];
+  preferences: PreferenceChange[];
 }
+
+interface PreferenceChange { phone: string | null; userId: string | null; optOut: boolean; at: Date }
 
 const DELIVERY_STATUSES = new Set(['sent', 'delivered', 'read', 'failed']);
-
-function toDate(unixSeconds: string | undefined): Date {
-  const date = new Date(Number(unixSeconds) * 1000);
-  // Absent, zero or out of the representable range: the time it reached us.
-  return date.getTime() > 0 ? date : new Date();
-}
-
-// The envelope is signed, but its shape is still the sender's: anything not of the expected type
-// reads as absent, so a malformed callback is skipped instead of failing (a 500 is retried forever).
-const list = <T>(value: T[] | undefined): T[] => (Array.isArray(value) ? value : []);
-const text = (value: unknown): string | undefined => (typeof value === 'string' ? value : typeof value === 'number' ? String(value) : undefined);
-const record = <T extends object>(value: T | undefined): Partial<T> => (typeof value === 'object' && value !== null ? value : {});
 
 /** Meta's codes are small integers; anything else (a fraction, out of the column's range) reads as 0, unknown. */
 function errorCode(value: unknown): number {
   const code = Number(value);
   return Number.isInteger(code) && Math.abs(code) <= 2_147_483_647 ? code : 0;
 }
-
-/** Upstream ids are short (a wamid is about 60 characters); a longer one is not a message of ours. */
-const MAX_UPSTREAM_ID = 512;
 
 function toStatusUpdate(raw: RawStatus): StatusUpdate | null {
   const s = storable(raw);
@@ -101,42 +75,19 @@ function pricingOf(raw: RawStatus['pricing']): Pricing | null {
   return { category, type: short(p.type), billable: typeof p.billable === 'boolean' ? p.billable : null, pricing_model: short(p.pricing_model) };
 }
 
-function parseFlowResponse(json: string | undefined): { flowToken: string | null; response: Record<string, unknown> } {
-  let parsed: unknown = {};
-  try { parsed = JSON.parse(json ?? '{}'); } catch { parsed = { raw: json ?? null }; }
-  // The submitted fields become event data: what the database cannot hold is cleaned, an absurd nesting kept as text.
-  parsed = nestsDeeperThan(parsed) ? { raw: json ?? null } : storable(parsed);
-  const fields = (typeof parsed === 'object' && parsed !== null && !Array.isArray(parsed) ? parsed : { value: parsed }) as Record<string, unknown>;
-  const { flow_token: token, ...response } = fields;
-  return { flowToken: typeof token === 'string' ? token : null, response };
-}
+/** Which message of ours (or null) an upstream id names, as message.received shows it. */
+const reference = (ours: Map<string, string>, upstreamId: string) => ({ message_id: ours.get(upstreamId) ?? null, upstream_message_id: upstreamId });
 
-/**
- * The message's sender as the upstream names them. `from` (phone) may be absent for users with a
- * username; `from_user_id` (or the matching `contacts[].user_id`) then names them.
- */
-function toInbound(raw: RawInbound, contacts: Partial<RawContact>[]): InboundMessage | null {
-  const m = storable(raw);
-  const id = text(m.id);
-  if (!id || id.length > MAX_UPSTREAM_ID) return null;
-  const type = text(m.type) ?? 'unknown';
-  const interactive = record(m.interactive);
-  const nfm = type === 'interactive' && interactive.type === 'nfm_reply' ? record(interactive.nfm_reply) : undefined;
-  const body = text(record(m.text).body) ?? text(record(m.button).text) ?? text(record(interactive.button_reply).title) ?? text(record(interactive.list_reply).title)
-    ?? text(nfm?.body) ?? text(record(m.image).caption) ?? text(record(m.video).caption) ?? text(record(m.document).caption) ?? null;
-  const from = text(m.from);
-  const contact = contacts.find((c) => from !== undefined && text(c.wa_id) === from.replace(/^\+/, '')) ?? (contacts.length === 1 ? contacts[0] : undefined);
-  const userId = text(m.from_user_id) ?? text(contact?.user_id);
-  return {
-    upstreamMessageId: id,
-    from: from ? (from.startsWith('+') ? from : `+${from}`) : null,
-    fromUserId: userId && userId.length <= MAX_UPSTREAM_ID ? userId : null,
-    type,
-    text: body,
-    timestamp: toDate(text(m.timestamp)),
-    flow: nfm ? parseFlowResponse(text(nfm.response_json)) : null,
-    raw: m,
-  };
+/** Marketing stop/resume items; other categories and values are not ours to act on. */
+function toPreferences(items: unknown, contacts: Partial<RawContact>[]): PreferenceChange[] {
+  return list(items as RawPreference[]).map((i) => storable(record(i))).flatMap((p) => {
+    const value = text(p.value);
+    if (text(p.category) !== 'marketing_messages' || (value !== 'stop' && value !== 'resume')) return [];
+    const waId = text(p.wa_id);
+    const userId = text(p.user_id) ?? text(contacts.find((c) => waId !== undefined && text(c.wa_id) === waId)?.user_id ?? (contacts.length === 1 ? contacts[0].user_id : undefined));
+    if (!waId && !userId) return [];
+    return [{ phone: waId ? (waId.startsWith('+') ? waId : `+${waId}`) : null, userId: userId && userId.length <= MAX_UPSTREAM_ID ? userId : null, optOut: value === 'stop', at: toDate(text(p.timestamp)) }];
+  });
 }
 
 /**
@@ -179,9 +130,10 @@ export class CallbacksService {
     this.statusHooks.push(hook);
   }
 
-  async process(envelope: Envelope): Promise<{ statuses: number; inbound: number; templates: number; ignored: number }> {
+  async process(envelope: Envelope): Promise<{ statuses: number; inbound: number; templates: number; accounts: number; preferences: number; ignored: number }> {
     const byPhoneNumber = new Map<string, TenantBatch>();
     let templates = 0;
+    let accounts = 0;
     let ignored = 0;
     for (const entry of list(envelope.entry).map(record)) {
       for (const change of list(entry.changes).map(record)) {
@@ -198,10 +150,21 @@ export class CallbacksService {
           }
           continue;
         }
-        if (change.field !== 'messages') { ignored++; continue; }
+        if (ACCOUNT_FIELDS.has(change.field ?? '')) {
+          // Capacity and template standing (src/modules/business-accounts/account-callbacks.ts), by the WABA id.
+          const wabaId = text(entry.id);
+          if (wabaId) accounts += await applyAccountChange(this.db, change.field!, wabaId, storable(value as unknown as Record<string, unknown>), this.logger);
+          continue;
+        }
+        if (change.field !== 'messages' && change.field !== 'user_preferences') { ignored++; continue; }
         const phoneNumberId = text(record(value.metadata).phone_number_id);
         if (!phoneNumberId) { ignored++; continue; }
-        const batch = byPhoneNumber.get(phoneNumberId) ?? { statuses: [], inbound: [] };
+        const batch = byPhoneNumber.get(phoneNumberId) ?? { statuses: [], inbound: [], preferences: [] };
+        byPhoneNumber.set(phoneNumberId, batch);
+        if (change.field === 'user_preferences') {
+          batch.preferences.push(...toPreferences(value.user_preferences, list(value.contacts).map((c) => storable(record(c)))));
+          continue;
+        }
         for (const s of list(value.statuses).map(record)) {
           const update = toStatusUpdate(s);
           if (update) batch.statuses.push(update);
@@ -217,12 +180,13 @@ export class CallbacksService {
 
     let statuses = 0;
     let inbound = 0;
+    let preferences = 0;
     for (const [phoneNumberId, batch] of byPhoneNumber) {
       const { tenantId, fresh } = await this.tenantFor(phoneNumberId);
       if (!tenantId) {
         // Logged once per route-cache period per id, so a misrouted busy number cannot flood the log.
         if (fresh) this.logger?.warn({ phone_number_id: phoneNumberId, statuses: batch.statuses.length, messages: batch.inbound.length }, 'upstream callback for an unknown phone number id; acknowledged, not processed');
-        ignored += batch.statuses.length + batch.inbound.length;
+        ignored += batch.statuses.length + batch.inbound.length + batch.preferences.length;
         continue;
       }
       // Read before the transaction: the embedded database has one connection, which it holds.
@@ -237,15 +201,17 @@ export class CallbacksService {
           statuses += applied.length;
         }
         if (batch.inbound.length > 0) inbound += await this.recordInbound(tx, tenantId, batch.inbound);
+        if (batch.preferences.length > 0) preferences += await applyUserPreferences(tx, tenantId, batch.preferences);
       });
     }
-    return { statuses, inbound, templates, ignored };
+    return { statuses, inbound, templates, accounts, preferences, ignored };
   }
 
   /**
    * Inserts inbound messages once (unique upstream id) and emits events only for the new ones. A
    * sender is matched to a contact by phone; a sender known only by user id, by the phone an
-   * earlier message of that user id came with.
+   * earlier message of that user id came with. Reactions, edits and revokes are recorded the same
+   * way (so a redelivery is caught) but change the message they name instead of being new messages.
    */
   private async recordInbound(tx: Tx, tenantId: string, messages: InboundMessage[]): Promise<number> {
     const userIds = [...new Set(messages.flatMap((m) => (!m.from && m.fromUserId ? [m.fromUserId] : [])))];
@@ -260,11 +226,19 @@ export class CallbacksService {
       .where('tenant_id', '=', tenantId).where('phone', 'in', phones).where('deleted_at', 'is', null).execute();
     const contactByPhone = new Map(contacts.map((c) => [c.phone, c.id]));
     const contactOf = (m: InboundMessage) => { const phone = phoneOf(m); return phone ? contactByPhone.get(phone) ?? null : null; };
-    const unique = [...new Map(messages.map((m) => [m.upstreamMessageId, m])).values()];
+    const unique = [...new Map(messages.map((m) => [m.upstreamMessageId, m])).values()].map((m) => ({ ...m, id: randomUUID() }));
+
+    // Replies and annotations name messages by upstream id; ours are shown by our id (one of this batch counts too).
+    const named = unique.flatMap((m) => [m.contextUpstreamId, m.annotation?.targetUpstreamId].filter((id): id is string => !!id));
+    const ours = await ourMessageIds(tx, tenantId, named);
+    for (const m of unique) if (!m.annotation && !ours.has(m.upstreamMessageId)) ours.set(m.upstreamMessageId, m.id);
+    const detailsOf = (m: InboundMessage) => (m.contextUpstreamId ? { context: reference(ours, m.contextUpstreamId), ...m.details } : m.details);
+
     const inserted = await tx.insertInto('inbound_messages')
       .values(unique.map((m) => ({
-        id: randomUUID(), tenant_id: tenantId, upstream_message_id: m.upstreamMessageId, from_phone: m.from, from_user_id: m.fromUserId,
+        id: m.id, tenant_id: tenantId, upstream_message_id: m.upstreamMessageId, from_phone: m.from, from_user_id: m.fromUserId,
         contact_id: contactOf(m), type: m.type, text: m.text, payload: JSON.stringify(m.raw), received_at: m.timestamp,
+        details: JSON.stringify(detailsOf(m)), annotates_upstream_id: m.annotation?.targetUpstreamId ?? null,
       })))
       .onConflict((oc) => oc.columns(['tenant_id', 'upstream_message_id']).doNothing())
       .returning('upstream_message_id').execute();
@@ -273,9 +247,17 @@ export class CallbacksService {
     for (const m of unique) {
       if (!fresh.has(m.upstreamMessageId)) continue;
       const contactId = contactOf(m);
-      events.push({ type: 'message.received', data: {
-        message_id: m.upstreamMessageId, from: m.from, from_user_id: m.fromUserId, contact_id: contactId, type: m.type, text: m.text, timestamp: m.timestamp.toISOString(),
-      } });
+      const received = { message_id: m.upstreamMessageId, from: m.from, from_user_id: m.fromUserId, contact_id: contactId, type: m.type, text: m.text, timestamp: m.timestamp.toISOString() };
+      const { annotation } = m;
+      if (annotation) {
+        await applyAnnotation(tx, tenantId, annotation, phoneOf(m) ?? m.fromUserId, m.timestamp);
+        const target = reference(ours, annotation.targetUpstreamId);
+        events.push({ type: 'message.received', data: annotation.kind === 'reaction'
+          ? { ...received, reaction: { ...target, emoji: annotation.emoji } }
+          : annotation.kind === 'edit' ? { ...received, text: annotation.text, ...annotation.details, edit: target } : { ...received, revoke: target } });
+        continue;
+      }
+      events.push({ type: 'message.received', data: { ...received, ...detailsOf(m) } });
       if (m.flow) {
         events.push({ type: 'flow.submission_received', data: {
           message_id: m.upstreamMessageId, from: m.from, from_user_id: m.fromUserId, contact_id: contactId, flow_token: m.flow.flowToken, response: m.flow.response,
@@ -284,6 +266,8 @@ export class CallbacksService {
       if (contactId) await addCommunication(tx, tenantId, { contactId, direction: 'inbound', messageId: m.upstreamMessageId, summary: m.text ? m.text.slice(0, 500) : `[${m.type}]`, fromUserId: m.fromUserId });
     }
     await recordEvents(tx, tenantId, events);
+    // Marketing opt-out and opt-in keywords (STOP, START...) of the new messages.
+    await applyConsentKeywords(tx, tenantId, unique.filter((m) => fresh.has(m.upstreamMessageId)).map((m) => ({ phone: phoneOf(m), type: m.type, text: m.text, at: m.timestamp })));
     return fresh.size;
   }
 }

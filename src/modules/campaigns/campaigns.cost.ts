@@ -1,6 +1,7 @@
 import { sql, type RawBuilder } from 'kysely';
 import type { Queryable, Tx } from '../../db/database.ts';
 import { roundMoney, type RateCard } from '../pricing/rate-card.ts';
+import { exclusionsFor } from './campaigns.exclusions.ts';
 import { audienceCondition, type CampaignRow } from './campaigns.repository.ts';
 
 /**
@@ -14,19 +15,23 @@ interface PrefixCount { prefix: string; sample_phone: string; recipients: number
 
 /**
  * The audience's recipients grouped by phone prefix, over `source`: a FROM and WHERE whose rows
- * (alias c) have a `phone`. One statement however large the audience; exclusions (consent) go
- * into the source's WHERE.
+ * (alias c) have a `phone`, after `with` (a leading WITH clause, or empty). One statement however
+ * large the audience.
  */
-export function prefixCounts(source: RawBuilder<unknown>) {
-  return sql<PrefixCount>`SELECT left(c.phone, 5) AS prefix, min(c.phone) AS sample_phone, count(*)::int AS recipients FROM ${source} GROUP BY 1`;
+export function prefixCounts(source: RawBuilder<unknown>, withClause: RawBuilder<unknown> = sql``) {
+  return sql<PrefixCount>`${withClause} SELECT left(c.phone, 5) AS prefix, min(c.phone) AS sample_phone, count(*)::int AS recipients FROM ${source} GROUP BY 1`;
 }
 
 /** A materialised campaign's recipients that will be sent to (skipped ones are not). */
 const recipientsSource = (campaignId: string) => sql`campaign_recipients c WHERE c.campaign_id = ${campaignId}::uuid AND c.status <> 'skipped'`;
 
-/** A campaign not yet materialised: its audience resolved now. */
-const audienceSource = (row: CampaignRow) =>
-  sql`contacts c WHERE ${audienceCondition(row.tenant_id, { groups: row.audience_groups, sources: row.audience_sources })}`;
+/** A campaign not yet materialised: its audience resolved now, without those materialising it would skip (a MARKETING campaign's exclusions). */
+async function audiencePrefixes(db: Queryable, row: CampaignRow): Promise<PrefixCount[]> {
+  const ex = await exclusionsFor(db, row.tenant_id, row.template_id, row.template_category);
+  const audience = audienceCondition(row.tenant_id, { groups: row.audience_groups, sources: row.audience_sources });
+  const source = ex.applies ? sql`contacts c ${ex.join} WHERE ${audience} AND ${ex.reason} IS NULL` : sql`contacts c WHERE ${audience}`;
+  return (await prefixCounts(source, ex.with).execute(db)).rows;
+}
 
 /**
  * Keeps the counts by prefix of a campaign's recipients as materialised (after any are skipped),
@@ -47,7 +52,7 @@ async function audienceByPrefix(db: Queryable, row: CampaignRow): Promise<Prefix
     return (await prefixCounts(recipientsSource(row.id)).execute(db)).rows;
   }
   if (row.audience_groups.length === 0 && row.audience_sources.length === 0) return [];
-  return (await prefixCounts(audienceSource(row)).execute(db)).rows;
+  return audiencePrefixes(db, row);
 }
 
 export interface MarketEstimate { market: string; recipients: number; rate: number | null; amount: number }
@@ -62,7 +67,9 @@ const cardCategory = (templateCategory: string | null) => templateCategory?.toLo
  */
 export async function estimateCost(db: Queryable, row: CampaignRow, card: RateCard, at = new Date()): Promise<Estimate> {
   const version = card.versionAt(at);
-  const category = cardCategory(row.template_category);
+  // The template's category now: Meta may have recategorised it since the campaign was created, and prices it so.
+  const template = await db.selectFrom('templates').select('category').where('id', '=', row.template_id).executeTakeFirst();
+  const category = cardCategory(template?.category ?? row.template_category);
   if (!version || !category) return { currency: version?.currency ?? null, category, amount: null, by_market: [] };
   const byMarket = new Map<string, MarketEstimate>();
   for (const p of await audienceByPrefix(db, row)) {

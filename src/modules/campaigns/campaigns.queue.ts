@@ -3,7 +3,9 @@ import type { Db, Tx } from '../../db/database.ts';
 import { foldCounterMoves, recordCounterMoves, type CampaignRow } from './campaigns.repository.ts';
 import { recordTransition } from './campaigns.service.ts';
 import { recordEvents, type NewEvent } from '../../events/events.ts';
+import { SERVICE_WINDOW_MS } from '../business-accounts/messaging-limit.ts';
 import { refusedEvent, STATUS_RANK as MESSAGE_STATUS_RANK } from '../messages/messages.statuses.ts';
+import { optOutOnMarketingRefusals } from '../contacts/marketing-consent.ts';
 
 type RefusedRow = Parameters<typeof refusedEvent>[0] & { tenant_id: string; error_code: number | null; error_title: string };
 
@@ -23,6 +25,8 @@ export interface RunningCampaign {
   template_name: string;
   language: string;
   template_status: string | null;
+  /** MARKETING: a recipient who opted out since materialisation is skipped when claimed. */
+  template_category: string | null;
   template_components: unknown[];
   template_waba_id: string | null;
   account_status: string | null;
@@ -30,6 +34,8 @@ export interface RunningCampaign {
   phone_number_id: string | null;
   access_token_enc: string | null;
   messages_per_second: number | null;
+  /** The portfolio's messaging limit (src/modules/business-accounts/messaging-limit.ts); null: unlimited. */
+  messaging_limit: number | null;
   /** Recipients Meta deferred (131049) are tried again later, or fail at once. */
   retry_deferred: boolean;
   /** Whether a pending recipient is due now (a pair-rate-limited one waits for its not_before). */
@@ -62,11 +68,41 @@ export interface ClaimedRecipient {
 const STATUS_RANK: Record<string, number> = { pending: 0, sending: 0, held: 0, deferred: 0, ...MESSAGE_STATUS_RANK };
 const RANK_SQL = (column: string) => sql.raw(`(CASE ${column} ${Object.entries(STATUS_RANK).filter(([, rank]) => rank > 0).map(([status, rank]) => `WHEN '${status}' THEN ${rank}`).join(' ')} ELSE 0 END)`);
 
+/** Advisory lock namespace of a tenant's messaging-limit claims (the second key is the tenant). */
+const LIMIT_LOCK = 23_003;
+
 /** The smallest UUID: a claim from the start of a campaign's recipients. */
 export const FIRST_ID = '00000000-0000-0000-0000-000000000000';
 
 const tenantFilter = (alias: string, tenants: string[] | undefined) =>
   tenants ? sql`${sql.ref(`${alias}.tenant_id`)} = ANY(${tenants}::uuid[])` : sql`true`;
+
+/** Whether the claimed recipient `r`'s contact opted out of marketing (only asked for MARKETING campaigns). */
+const optedOut = (skip: boolean) => skip ? sql`coalesce((SELECT ct.marketing_opt_out FROM contacts ct WHERE ct.id = r.contact_id), false)` : sql`false`;
+
+/**
+ * The claim's CTEs that skip the opted-out rows of `from` (opted_out), with their counter moves,
+ * and take them out of the campaign's cost estimate (its recipients by prefix, campaigns.cost.ts);
+ * prefixes in order, so two claims never lock two of them the other way round.
+ */
+const skippedOptedOut = (from: ReturnType<typeof sql>) => sql`
+      skipped AS (
+        UPDATE campaign_recipients r SET status = 'skipped', skip_reason = 'opted_out', not_before = NULL, updated_at = now()
+        FROM ${from} o WHERE r.id = o.id AND o.opted_out
+        RETURNING r.campaign_id, r.phone),
+      skipped_moves AS (
+        INSERT INTO campaign_counter_moves (campaign_id, pending, sent, delivered, read, failed, skipped)
+        SELECT campaign_id, -count(*), 0, 0, 0, 0, count(*) FROM skipped GROUP BY campaign_id),
+      skipped_prefixes AS (
+        SELECT s.campaign_id, left(s.phone, 5) AS prefix, count(*)::int AS n FROM skipped s GROUP BY 1, 2),
+      estimate_locked AS (
+        SELECT p.campaign_id, p.prefix FROM campaign_audience_prefixes p
+        WHERE (p.campaign_id, p.prefix) IN (SELECT campaign_id, prefix FROM skipped_prefixes)
+        ORDER BY p.campaign_id, p.prefix FOR UPDATE),
+      estimate_moves AS (
+        UPDATE campaign_audience_prefixes p SET recipients = greatest(p.recipients - sp.n, 0)
+        FROM skipped_prefixes sp, estimate_locked l
+        WHERE p.campaign_id = sp.campaign_id AND p.prefix = sp.prefix AND l.campaign_id = p.campaign_id AND l.prefix = p.prefix)`;
 
 export const campaignQueue = {
   /** Running campaigns, the longest-waiting first (round robin between campaigns and tenants). */
@@ -74,8 +110,8 @@ export const campaignQueue = {
     const { rows } = await sql<RunningCampaign>`
       SELECT c.id, c.tenant_id, c.batch_size, c.variable_mapping, c.template_id, c.retry_deferred,
         c.pending_count + coalesce((SELECT sum(m.pending) FROM campaign_counter_moves m WHERE m.campaign_id = c.id), 0)::int AS pending_count, t.template_name, t.language,
-        t.status AS template_status, t.components AS template_components, t.waba_id AS template_waba_id,
-        ba.status AS account_status, ba.waba_id, ba.phone_number_id, ba.access_token_enc, ba.messages_per_second,
+        t.status AS template_status, t.category AS template_category, t.components AS template_components, t.waba_id AS template_waba_id,
+        ba.status AS account_status, ba.waba_id, ba.phone_number_id, ba.access_token_enc, ba.messages_per_second, ba.messaging_limit,
         -- From the newest recipient back: claims take the oldest first, so the index entries they left
         -- behind (until vacuum) lie at the other end instead of being stepped over on every turn.
         (SELECT r.id FROM campaign_recipients r WHERE r.campaign_id = c.id AND r.status = 'pending' AND (r.not_before IS NULL OR r.not_before <= now())
@@ -103,23 +139,75 @@ export const campaignQueue = {
    * stopped campaign gets nothing new), with their contacts' current values, in id order after
    * `after`: a claimer keeps its place instead of stepping again over the index entries of every
    * recipient claimed before (left until vacuum, they made each claim slower than the last).
+   * With `skipOptedOut` (MARKETING campaigns), recipients whose contact opted out of marketing
+   * since materialisation are skipped instead (opted_out), in the same statement, with their
+   * counter moves; they are not returned.
    */
-  async claim(db: Db, campaignId: string, limit: number, leaseMs: number, after = FIRST_ID): Promise<ClaimedRecipient[]> {
+  async claim(db: Db, campaignId: string, limit: number, leaseMs: number, after = FIRST_ID, skipOptedOut = false): Promise<ClaimedRecipient[]> {
     const { rows } = await sql<ClaimedRecipient>`
       WITH picked AS (
-        SELECT r.id FROM campaign_recipients r
+        SELECT r.id, ${optedOut(skipOptedOut)} AS opted_out
+        FROM campaign_recipients r
         WHERE r.campaign_id = ${campaignId}::uuid AND r.status = 'pending' AND r.id > ${after}::uuid AND (r.not_before IS NULL OR r.not_before <= now())
           AND EXISTS (SELECT 1 FROM campaigns c WHERE c.id = ${campaignId}::uuid AND c.status = 'RUNNING')
         ORDER BY r.id LIMIT ${limit}
         FOR UPDATE OF r SKIP LOCKED),
+      ${skippedOptedOut(sql`picked`)},
       claimed AS (
         UPDATE campaign_recipients r SET status = 'sending', attempts = r.attempts + 1, attempted_at = now(),
           lease_until = now() + ${leaseMs} * interval '1 millisecond', not_before = NULL, updated_at = now()
-        FROM picked WHERE r.id = picked.id
+        FROM picked WHERE r.id = picked.id AND NOT picked.opted_out
         RETURNING r.id, r.contact_id, r.phone, r.attempts, r.defers)
       SELECT cl.id, cl.contact_id, cl.phone, cl.attempts, cl.defers, c.first_name, c.last_name, c.email, c.company, c.job_title, c.status, c.source, c.custom_fields
       FROM claimed cl LEFT JOIN contacts c ON c.id = cl.contact_id`.execute(db);
     return rows;
+  },
+
+  /**
+   * claim() for a tenant whose portfolio has a messaging limit (reference §8): of the due pending
+   * recipients, those already counted in the window and those inside a customer service window are
+   * claimed as usual; of the others, only as many as the limit still allows, in id order, and they
+   * are counted with the claim. The rest stay pending. One transaction holding the tenant's
+   * advisory lock, so claims of several workers never count past the limit together.
+   */
+  async claimWithinLimit(db: Db, tenantId: string, campaignId: string, limit: number, leaseMs: number, messagingLimit: number, windowMs: number, after = FIRST_ID, skipOptedOut = false): Promise<ClaimedRecipient[]> {
+    const since = sql`now() - ${windowMs} * interval '1 millisecond'`;
+    return db.transaction().execute(async (tx) => {
+      await sql`SELECT pg_advisory_xact_lock(${LIMIT_LOCK}, hashtext(${tenantId}))`.execute(tx);
+      const { rows } = await sql<ClaimedRecipient>`
+        WITH used AS (
+          SELECT count(*)::int AS n FROM messaging_limit_users u WHERE u.tenant_id = ${tenantId}::uuid AND u.last_at > ${since}),
+        candidates AS (
+          SELECT r.id, r.phone, ${optedOut(skipOptedOut)} AS opted_out FROM campaign_recipients r
+          WHERE r.campaign_id = ${campaignId}::uuid AND r.status = 'pending' AND r.id > ${after}::uuid AND (r.not_before IS NULL OR r.not_before <= now())
+            AND EXISTS (SELECT 1 FROM campaigns c WHERE c.id = ${campaignId}::uuid AND c.status = 'RUNNING')
+          ORDER BY r.id LIMIT ${limit}
+          FOR UPDATE OF r SKIP LOCKED),
+        judged AS (
+          SELECT cd.id, cd.phone, cd.opted_out,
+            EXISTS (SELECT 1 FROM inbound_messages i WHERE i.tenant_id = ${tenantId}::uuid AND i.from_phone = cd.phone
+              AND i.received_at > now() - ${SERVICE_WINDOW_MS} * interval '1 millisecond') AS in_service,
+            EXISTS (SELECT 1 FROM messaging_limit_users u WHERE u.tenant_id = ${tenantId}::uuid AND u.phone = cd.phone AND u.last_at > ${since}) AS counted
+          FROM candidates cd),
+        ranked AS (
+          SELECT j.*, count(*) FILTER (WHERE NOT j.in_service AND NOT j.counted AND NOT j.opted_out) OVER (ORDER BY j.id) AS new_rank FROM judged j),
+        ${skippedOptedOut(sql`judged`)},
+        picked AS (
+          SELECT ranked.id, ranked.phone, ranked.in_service FROM ranked, used
+          WHERE NOT ranked.opted_out AND (ranked.in_service OR ranked.counted OR ranked.new_rank <= ${messagingLimit} - used.n)),
+        usage AS (
+          INSERT INTO messaging_limit_users (tenant_id, phone, last_at)
+          SELECT DISTINCT ${tenantId}::uuid, p.phone, now() FROM picked p WHERE NOT p.in_service
+          ON CONFLICT (tenant_id, phone) DO UPDATE SET last_at = excluded.last_at),
+        claimed AS (
+          UPDATE campaign_recipients r SET status = 'sending', attempts = r.attempts + 1, attempted_at = now(),
+            lease_until = now() + ${leaseMs} * interval '1 millisecond', not_before = NULL, updated_at = now()
+          FROM picked WHERE r.id = picked.id
+          RETURNING r.id, r.contact_id, r.phone, r.attempts, r.defers)
+        SELECT cl.id, cl.contact_id, cl.phone, cl.attempts, cl.defers, c.first_name, c.last_name, c.email, c.company, c.job_title, c.status, c.source, c.custom_fields
+        FROM claimed cl LEFT JOIN contacts c ON c.id = cl.contact_id`.execute(tx);
+      return rows;
+    });
   },
 
   /**
@@ -195,6 +283,10 @@ export const campaignQueue = {
       const byTenant = new Map<string, NewEvent[]>();
       for (const m of refused) byTenant.set(m.tenant_id, [...(byTenant.get(m.tenant_id) ?? []), refusedEvent(m, { code: m.error_code, title: m.error_title })]);
       for (const [tenantId, events] of byTenant) await recordEvents(tx, tenantId, events);
+      // A refusal because the user stopped marketing messages (131050) opts the contact out.
+      for (const tenantId of byTenant.keys()) {
+        await optOutOnMarketingRefusals(tx, tenantId, refused.filter((m) => m.tenant_id === tenantId).map((m) => ({ phone: m.to_phone, code: m.error_code, at: new Date() })));
+      }
     }
     if (retry.length > 0 || deferred.length > 0) {
       const values = sql.join([...retry.map((r) => sql`(${r.id}::uuid, ${r.retryAt}::timestamptz, 'pending', 0)`), ...deferred.map((d) => sql`(${d.id}::uuid, ${d.retryAt}::timestamptz, 'deferred', 1)`)]);

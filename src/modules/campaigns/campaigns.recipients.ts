@@ -12,7 +12,8 @@ import { isUuid } from '../contacts/contacts.repository.ts';
 import { pricingOf } from '../messages/messages.queries.ts';
 import { recordAudiencePrefixes } from './campaigns.cost.ts';
 import { errorCodeText, parseErrorCode } from './campaigns.error-codes.ts';
-import { campaignsRepository as repo, type CampaignRow } from './campaigns.repository.ts';
+import { exclusionsFor } from './campaigns.exclusions.ts';
+import { campaignsRepository as repo, countSkipped, type CampaignRow } from './campaigns.repository.ts';
 import { campaignEventData, toCampaign } from './campaigns.service.ts';
 import { TERMINAL_STATUSES } from './campaigns.states.ts';
 import type { Campaign } from './campaigns.schemas.ts';
@@ -55,6 +56,7 @@ export class CampaignRecipients {
       data: rows.map((r) => ({
         id: r.id, phone_number: r.phone, contact_id: r.contact_id, status: r.status, message_id: r.message_id,
         error: r.error_title, error_code: r.error_code === null ? null : errorCodeText(r.error_code), attempts: r.attempts, updated_at: isoOrNull(r.updated_at),
+        skip_reason: r.skip_reason,
         ...(prices.get(r.id) ?? { pricing: null, price: null }),
       })),
       pagination: paginationFor(query.page, query.limit, total),
@@ -66,7 +68,7 @@ export class CampaignRecipients {
     await this.campaign(tenantId, id);
     const db = this.db;
     async function* lines() {
-      yield 'id,phone_number,contact_id,status,message_id,error_code,error,attempts,updated_at,pricing_category,pricing_type,price,currency\n';
+      yield 'id,phone_number,contact_id,status,message_id,error_code,error,attempts,updated_at,skip_reason,pricing_category,pricing_type,price,currency\n';
       let after = '00000000-0000-0000-0000-000000000000';
       for (;;) {
         let q = db.selectFrom('campaign_recipients').selectAll().where('campaign_id', '=', id).where('tenant_id', '=', tenantId).where('id', '>', after);
@@ -76,7 +78,7 @@ export class CampaignRecipients {
         const prices = await pricesOf(db, tenantId, rows.map((r) => r.id));
         yield rows.map((r) => {
           const { pricing, price } = prices.get(r.id) ?? { pricing: null, price: null };
-          return [r.id, r.phone, r.contact_id, r.status, r.message_id, r.error_code, r.error_title, r.attempts, isoOrNull(r.updated_at),
+          return [r.id, r.phone, r.contact_id, r.status, r.message_id, r.error_code, r.error_title, r.attempts, isoOrNull(r.updated_at), r.skip_reason,
             pricing?.category, pricing?.type, price?.amount, price?.currency].map(csvField).join(',') + '\n';
         }).join('');
         after = rows[rows.length - 1].id;
@@ -110,25 +112,28 @@ export class CampaignRecipients {
         template: { id: source.template_id, template_name: source.template_name ?? '', category: source.template_category ?? '', language: source.template_language ?? '' },
         variableMapping: source.variable_mapping ?? null, batchSize: source.batch_size, groups: [], sources: [], scheduledAt: null, retargetedFrom: source.id,
       });
-      const { rows } = await sql<{ n: number }>`
-        WITH inserted AS (
-          INSERT INTO campaign_recipients (id, tenant_id, campaign_id, contact_id, phone)
-          SELECT uuid_v7(), r.tenant_id, ${row.id}::uuid, r.contact_id, r.phone
-          FROM campaign_recipients r
-          -- Contacts archived since are out, as they are of every audience.
-          JOIN contacts c ON c.id = r.contact_id AND c.tenant_id = r.tenant_id AND c.deleted_at IS NULL
-          WHERE r.campaign_id = ${source.id}::uuid AND r.tenant_id = ${tenantId}::uuid AND r.status = 'failed'
-            AND (${named.length === 0} OR r.error_code = ANY(${codes}::int[]) OR (${named.includes(null)} AND r.error_code IS NULL))
-          RETURNING 1)
-        SELECT count(*)::int AS n FROM inserted`.execute(tx);
+      // Skipped as any MARKETING audience is (opted out since, US numbers, frequency cap).
+      const excluded = await exclusionsFor(tx, tenantId, source.template_id, source.template_category);
+      const inserted = await sql`
+        ${excluded.with}
+        INSERT INTO campaign_recipients (id, tenant_id, campaign_id, contact_id, phone, status, skip_reason)
+        SELECT uuid_v7(), r.tenant_id, ${row.id}::uuid, r.contact_id, r.phone, CASE WHEN x.reason IS NULL THEN 'pending' ELSE 'skipped' END, x.reason
+        FROM campaign_recipients r
+        -- Contacts archived since are out, as they are of every audience.
+        JOIN contacts c ON c.id = r.contact_id AND c.tenant_id = r.tenant_id AND c.deleted_at IS NULL
+        ${excluded.join} CROSS JOIN LATERAL (SELECT ${excluded.reason} AS reason) x
+        WHERE r.campaign_id = ${source.id}::uuid AND r.tenant_id = ${tenantId}::uuid AND r.status = 'failed'
+          AND (${named.length === 0} OR r.error_code = ANY(${codes}::int[]) OR (${named.includes(null)} AND r.error_code IS NULL))`.execute(tx);
+      const total = Number(inserted.numAffectedRows ?? 0);
       // Nothing to send: refused, and the transaction takes the new campaign back with it.
-      if (rows[0].n === 0) {
+      if (total === 0) {
         throw validationError(named.length === 0 ? 'The campaign has no failed recipients to retarget' : 'No failed recipient of the campaign has these error codes',
           named.length === 0 ? ['path', 'id'] : ['body', 'error_codes'], named.length === 0 ? id : input.error_codes ?? null);
       }
       await recordAudiencePrefixes(tx, row.id);
+      const skipped = excluded.applies ? await countSkipped(tx, row.id) : 0;
       const materialised = await tx.updateTable('campaigns')
-        .set({ total_recipients: rows[0].n, pending_count: rows[0].n, materialised_at: new Date() })
+        .set({ total_recipients: total, pending_count: total - skipped, skipped_count: skipped, materialised_at: new Date() })
         .where('id', '=', row.id).returningAll().executeTakeFirstOrThrow();
       await recordEvents(tx, tenantId, [{ type: 'campaign.created', data: campaignEventData(materialised) }]);
       const campaign = toCampaign(materialised);

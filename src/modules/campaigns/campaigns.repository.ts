@@ -2,6 +2,7 @@ import { sql, type Selectable } from 'kysely';
 import type { Queryable, Tx } from '../../db/database.ts';
 import type { CampaignsTable } from '../../db/schema.ts';
 import { recordAudiencePrefixes } from './campaigns.cost.ts';
+import { exclusionsFor } from './campaigns.exclusions.ts';
 import { countTransitions } from './campaigns.metrics.ts';
 import { TRANSITIONS, type CampaignAction } from './campaigns.states.ts';
 
@@ -113,18 +114,23 @@ export const campaignsRepository = {
 
   /**
    * Materialises the audience into recipient rows with one INSERT ... SELECT, once per campaign
-   * (materialised_at), and fixes total_recipients. Returns the campaign row.
+   * (materialised_at), and fixes total_recipients. Recipients a MARKETING campaign must not send to
+   * (campaigns.exclusions.ts) are written as skipped with their reason. Returns the campaign row.
    */
   async materialise(tx: Tx, campaign: CampaignRow): Promise<CampaignRow> {
     if (campaign.materialised_at) return campaign;
     const audience = { groups: campaign.audience_groups, sources: campaign.audience_sources };
+    const excluded = await exclusionsFor(tx, campaign.tenant_id, campaign.template_id, campaign.template_category);
     // The row count comes with the command's completion: no RETURNING of a million rows to count them.
     const inserted = await sql`
-      INSERT INTO campaign_recipients (id, tenant_id, campaign_id, contact_id, phone)
-      SELECT uuid_v7(), c.tenant_id, ${campaign.id}::uuid, c.id, c.phone
-      FROM contacts c WHERE ${audienceCondition(campaign.tenant_id, audience)}
+      ${excluded.with}
+      INSERT INTO campaign_recipients (id, tenant_id, campaign_id, contact_id, phone, status, skip_reason)
+      SELECT uuid_v7(), c.tenant_id, ${campaign.id}::uuid, c.id, c.phone, CASE WHEN x.reason IS NULL THEN 'pending' ELSE 'skipped' END, x.reason
+      FROM contacts c ${excluded.join} CROSS JOIN LATERAL (SELECT ${excluded.reason} AS reason) x
+      WHERE ${audienceCondition(campaign.tenant_id, audience)}
       ON CONFLICT (campaign_id, phone) DO NOTHING`.execute(tx);
     const total = Number(inserted.numAffectedRows ?? 0);
+    const skipped = excluded.applies ? await countSkipped(tx, campaign.id) : 0;
     // The planner must see a large audience from the first claim: until the table is analysed it
     // keeps the row count of the last VACUUM or ANALYZE (autovacuum may be off or behind), and with
     // a count of none it walked the whole primary key for every batch of statuses of a million-row
@@ -136,7 +142,7 @@ export const campaignsRepository = {
     }
     await recordAudiencePrefixes(tx, campaign.id);
     return tx.updateTable('campaigns')
-      .set({ total_recipients: total, pending_count: total, materialised_at: new Date(), updated_at: new Date() })
+      .set({ total_recipients: total, pending_count: total - skipped, skipped_count: skipped, materialised_at: new Date(), updated_at: new Date() })
       .where('id', '=', campaign.id).returningAll().executeTakeFirstOrThrow();
   },
 
@@ -169,6 +175,12 @@ export const campaignsRepository = {
     return rows[0];
   },
 };
+
+/** Skipped recipients of a campaign, by the status index. */
+export async function countSkipped(db: Queryable, campaignId: string): Promise<number> {
+  const { rows } = await sql<{ n: number }>`SELECT count(*)::int AS n FROM campaign_recipients WHERE campaign_id = ${campaignId}::uuid AND status = 'skipped'`.execute(db);
+  return rows[0].n;
+}
 
 /**
  * The counters a recipient status counts in: `pending` covers every recipient not yet sent (sending,

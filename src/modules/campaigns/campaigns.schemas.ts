@@ -51,12 +51,30 @@ const campaignFields = {
 export const Campaign = Type.Object(campaignFields);
 export type Campaign = Static<typeof Campaign>;
 
+/** Recipients a MARKETING campaign skips, by reason (all zero for UTILITY and AUTHENTICATION). */
+export const Excluded = Type.Object({
+  opted_out: Type.Integer(),
+  marketing_blocked_country: Type.Integer(),
+  frequency_cap: Type.Integer(),
+});
+
 export const Preflight = Type.Object({
   audience_size: Type.Integer(),
+  /** Of audience_size, never sent; the tier check and duration count the rest. */
+  excluded: Excluded,
+  /** The operator's per-number tier (Meta's older model), as set; informational. */
   messaging_tier: Nullable(Type.String()),
-  /** Unique recipients the tier allows per 24 h; null when unlimited or no account. */
+  /** The business portfolio's messaging limit: unique users per moving 24 h outside a service window; null when unlimited or no account. */
   tier_limit: Nullable(Type.Integer()),
+  /** Whether the recipients still to send fit in what the limit allows now. */
   within_tier: Type.Boolean(),
+  /** Users counted in the limit's window now, and how many more it allows (null when unlimited or no account). */
+  messaging_limit_used: Nullable(Type.Integer()),
+  messaging_limit_available: Nullable(Type.Integer()),
+  /** When enough of the window frees up for every recipient still to send, about; null when they fit now. Until then the rest wait (pending). */
+  messaging_limit_wait_until: Nullable(Type.String()),
+  /** The template's quality (GREEN, YELLOW, RED, UNKNOWN); null when it is gone. */
+  template_quality_score: Nullable(Type.String()),
   messages_per_second: Nullable(Type.Integer()),
   estimated_duration_seconds: Nullable(Type.Integer()),
   /** The cost estimate (additive): recipients by market times the rate of the template's category. */
@@ -118,11 +136,15 @@ export const ErrorCodeParams = Type.Object({ id: Type.String(), error_code: Type
 export const AudiencePreview = Type.Object({
   total: Type.Integer(),
   sample: Type.Array(Type.Object({ id: Type.String(), first_name: Type.String(), phone: Type.String() })),
+  /** Of total, recipients a MARKETING campaign skips, by reason. */
+  excluded: Excluded,
 });
 
 export const FieldCoverageBody = Type.Object({ fields: Type.Array(Type.String({ minLength: 1, maxLength: 120 }), { minItems: 1, maxItems: 50 }) });
 export const FieldCoverage = Type.Object({
   total_recipients: Type.Integer(),
+  /** Of total_recipients, recipients a MARKETING campaign skips, by reason. */
+  excluded: Excluded,
   coverage: Type.Record(Type.String(), Type.Object({ present: Type.Integer(), missing: Type.Integer() })),
 });
 
@@ -158,6 +180,8 @@ export const Recipient = Type.Object({
   price: Nullable(MessagePrice),
   attempts: Type.Integer(),
   updated_at: Nullable(Type.String()),
+  /** Why a skipped recipient was never sent: opted_out, marketing_blocked_country or frequency_cap; null otherwise. */
+  skip_reason: Nullable(Type.String()),
 });
 export const RECIPIENT_STATUSES = ['pending', 'sending', 'held', 'deferred', 'skipped', 'sent', 'delivered', 'read', 'failed'] as const;
 export const RecipientStatus = Type.Union(RECIPIENT_STATUSES.map((s) => Type.Literal(s)));

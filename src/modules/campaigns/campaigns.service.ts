@@ -7,6 +7,7 @@ import { completeIdempotencyKey } from '../../http/idempotency.ts';
 import { isoOrNull } from '../../http/nullable.ts';
 import { lookupErrorCode } from '../../upstream/error-codes.ts';
 import { noActiveAccount } from '../business-accounts/business-accounts.repository.ts';
+import { limitFreesAt, limitUsage, type LimitUsage } from '../business-accounts/messaging-limit.ts';
 import { isUuid } from '../contacts/contacts.repository.ts';
 import { placeholderPlan } from '../templates/templates.grammar.ts';
 import { templatesRepository } from '../templates/templates.repository.ts';
@@ -14,13 +15,12 @@ import { checkMappingAgainstTemplate, isContactField, mediaIdsOf, normaliseMappi
 import type { RateCard, RateCards } from '../pricing/rate-card.ts';
 import { campaignCost, estimateCost } from './campaigns.cost.ts';
 import { errorCodeText, parseErrorCode } from './campaigns.error-codes.ts';
+import { excludedCounts, exclusionsFor, NONE_EXCLUDED, totalExcluded, type ExcludedCounts } from './campaigns.exclusions.ts';
 import { audienceCondition, campaignsRepository as repo, type Audience, type CampaignRow, type TransitionSet } from './campaigns.repository.ts';
 import type { AudienceBody, Campaign, CampaignCreate, CampaignDetail } from './campaigns.schemas.ts';
 import { AUDIENCE_EDITABLE, canTransition, TRANSITIONS, type CampaignAction } from './campaigns.states.ts';
 
 const MEDIA_TYPE_OF_HEADER: Record<string, string> = { IMAGE: 'image', VIDEO: 'video', DOCUMENT: 'document' };
-/** Meta's messaging tiers: unique users a phone number may start conversations with per 24 h. */
-export const TIER_LIMITS: Record<string, number | null> = { '250': 250, '1K': 1_000, '10K': 10_000, '100K': 100_000, unlimited: null };
 
 export function toCampaign(row: CampaignRow): Campaign {
   return {
@@ -127,8 +127,18 @@ function noRecipientsWarning(row: CampaignRow): string {
   return 'The audience resolves to no contacts: the campaign has no recipients and will send nothing.';
 }
 
+/** What a MARKETING campaign skips, in words. */
+function skippedWarning(excluded: ExcludedCounts, audienceSize: number): string {
+  const why = [
+    excluded.opted_out > 0 ? `${excluded.opted_out} opted out of marketing messages` : '',
+    excluded.marketing_blocked_country > 0 ? `${excluded.marketing_blocked_country} US numbers (WhatsApp does not deliver marketing templates to them)` : '',
+    excluded.frequency_cap > 0 ? `${excluded.frequency_cap} reached the marketing frequency cap` : '',
+  ].filter(Boolean);
+  return `${totalExcluded(excluded)} of ${audienceSize} recipients will be skipped, never sent or billed: ${why.join(', ')}.`;
+}
+
 export class CampaignsService {
-  constructor(private db: Db, private rateCards: RateCards) {}
+  constructor(private db: Db, private rateCards: RateCards, private messagingLimitWindowMs = 86_400_000) {}
 
   async list(tenantId: string): Promise<{ data: Campaign[] }> {
     return { data: (await repo.list(this.db, tenantId)).map(toCampaign) };
@@ -152,26 +162,79 @@ export class CampaignsService {
     return { ...toCampaign(row), audiences: audiencesOf(row), preflight: await this.preflight(row, db, estimate), cost: await campaignCost(db, row, card, estimate) };
   }
 
-  /** Audience size against the number's messaging tier, and how long dispatch takes at its pace. */
+  /**
+   * Audience size, the recipients a MARKETING campaign skips, the rest against the portfolio's
+   * messaging limit (what it allows now, and until when the rest wait), the template's standing,
+   * how long dispatch takes at the number's pace, and what it is estimated to cost.
+   */
   private async preflight(row: CampaignRow, db: Db | Tx, estimatedCost: CampaignDetail['preflight']['estimated_cost']): Promise<CampaignDetail['preflight']> {
-    const size = row.materialised_at ? row.total_recipients : await this.audienceCount(db, row.tenant_id, { groups: row.audience_groups, sources: row.audience_sources });
-    const account = await db.selectFrom('business_accounts').select(['messages_per_second', 'messaging_tier'])
+    const audienceSize = row.materialised_at ? row.total_recipients : await this.audienceCount(db, row.tenant_id, { groups: row.audience_groups, sources: row.audience_sources });
+    const excluded = await this.excluded(db, row);
+    const skipped = totalExcluded(excluded);
+    const size = audienceSize - skipped;
+    const account = await db.selectFrom('business_accounts').select(['messages_per_second', 'messaging_tier', 'messaging_limit'])
       .where('tenant_id', '=', row.tenant_id).where('status', '=', 'active').executeTakeFirst();
-    const limit = account ? TIER_LIMITS[account.messaging_tier] ?? null : null;
+    const template = await db.selectFrom('templates').select(['category', 'quality_score']).where('id', '=', row.template_id).executeTakeFirst();
+    const limit = account?.messaging_limit ?? null;
     const warnings: string[] = [];
     if (!account) warnings.push('No active business account: the campaign cannot be sent.');
-    if (limit !== null && size > limit) warnings.push(`The audience (${size}) exceeds the messaging tier's ${limit} unique recipients per 24 hours; the rest will fail until the tier is raised.`);
-    if (size === 0) warnings.push(noRecipientsWarning(row));
+    let usage: LimitUsage | null = null;
+    let waitUntil: Date | null = null;
+    if (limit !== null) {
+      // Still to send: a started campaign's pending recipients, else its audience (users already counted or in a service window would not count: an upper bound).
+      const toSend = row.materialised_at ? row.pending_count : size;
+      usage = await limitUsage(db, row.tenant_id, limit, this.messagingLimitWindowMs);
+      waitUntil = await limitFreesAt(db, row.tenant_id, usage, toSend, this.messagingLimitWindowMs);
+      if (waitUntil) {
+        warnings.push(`${toSend} recipients to send, and the business portfolio's messaging limit (${limit} unique users in a moving 24 hours) allows ${usage.available} more now: the rest wait (pending, not failed) until about ${waitUntil.toISOString()}.`);
+      }
+    }
+    if (template && (template.quality_score === 'YELLOW' || template.quality_score === 'RED')) {
+      warnings.push(`The template's quality is ${template.quality_score}: WhatsApp may pause it (sends then wait) and lower the messaging limit.`);
+    }
+    if (template && template.category !== row.template_category) {
+      warnings.push(`The template's category changed from ${row.template_category} to ${template.category} since the campaign was created: it is priced and limited as ${template.category}.`);
+    }
+    if (skipped > 0) warnings.push(skippedWarning(excluded, audienceSize));
+    if (audienceSize === 0) warnings.push(noRecipientsWarning(row));
     return {
-      audience_size: size,
+      audience_size: audienceSize,
+      excluded,
       messaging_tier: account?.messaging_tier ?? null,
       tier_limit: limit,
-      within_tier: limit === null ? Boolean(account) : size <= limit,
+      within_tier: account ? waitUntil === null : false,
+      messaging_limit_used: usage?.used ?? null,
+      messaging_limit_available: usage?.available ?? null,
+      messaging_limit_wait_until: waitUntil?.toISOString() ?? null,
+      template_quality_score: template?.quality_score ?? null,
       messages_per_second: account?.messages_per_second ?? null,
       estimated_duration_seconds: account ? Math.ceil(size / account.messages_per_second) : null,
       estimated_cost: estimatedCost,
       warnings,
     };
+  }
+
+  /**
+   * Recipients the campaign skips, by reason: its skipped recipients once materialised, else its
+   * audience as materialising it now would skip them.
+   */
+  private async excluded(db: Db | Tx, row: CampaignRow): Promise<ExcludedCounts> {
+    if (row.materialised_at) {
+      const { rows } = await sql<{ reason: string | null; n: number }>`
+        SELECT skip_reason AS reason, count(*)::int AS n FROM campaign_recipients
+        WHERE campaign_id = ${row.id}::uuid AND tenant_id = ${row.tenant_id}::uuid AND status = 'skipped' GROUP BY skip_reason`.execute(db);
+      return excludedCounts(rows);
+    }
+    if (row.audience_groups.length === 0 && row.audience_sources.length === 0) return NONE_EXCLUDED;
+    const ex = await exclusionsFor(db, row.tenant_id, row.template_id, row.template_category);
+    if (!ex.applies) return NONE_EXCLUDED;
+    const { rows } = await sql<{ reason: string | null; n: number }>`
+      ${ex.with}
+      SELECT x.reason, count(*)::int AS n
+      FROM contacts c ${ex.join} CROSS JOIN LATERAL (SELECT ${ex.reason} AS reason) x
+      WHERE ${audienceCondition(row.tenant_id, { groups: row.audience_groups, sources: row.audience_sources })} AND x.reason IS NOT NULL
+      GROUP BY x.reason`.execute(db);
+    return excludedCounts(rows);
   }
 
   private async audienceCount(db: Db | Tx, tenantId: string, audience: Audience): Promise<number> {
@@ -306,12 +369,12 @@ export class CampaignsService {
   async audiencePreview(tenantId: string, id: string) {
     const row = await this.mustFind(this.db, tenantId, id);
     const contacts = campaignContacts(row);
-    if (!contacts) return { total: 0, sample: [] };
+    if (!contacts) return { total: 0, sample: [], excluded: NONE_EXCLUDED };
     const { rows } = await sql<{ id: string; first_name: string; phone: string; total: number }>`
       SELECT c.id, c.first_name, c.phone, count(*) OVER ()::int AS total
       FROM ${contacts.from} ORDER BY ${contacts.order} LIMIT 10`.execute(this.db);
     const total = rows.length < 10 ? rows.length : rows[0].total;
-    return { total, sample: rows.map((r) => ({ id: r.id, first_name: r.first_name, phone: r.phone })) };
+    return { total, sample: rows.map((r) => ({ id: r.id, first_name: r.first_name, phone: r.phone })), excluded: await this.excluded(this.db, row) };
   }
 
   async fieldCoverage(tenantId: string, id: string, fields: string[]) {
@@ -331,7 +394,7 @@ export class CampaignsService {
       SELECT count(*)::int AS total, ${sql.join(present)} FROM ${contacts?.from ?? sql`contacts c WHERE false`}`.execute(this.db);
     const total = rows[0].total;
     const coverage = Object.fromEntries(unique.map((field, i) => [field, { present: rows[0][`f${i}`], missing: total - rows[0][`f${i}`] }]));
-    return { total_recipients: total, coverage };
+    return { total_recipients: total, excluded: await this.excluded(this.db, row), coverage };
   }
 
   async renderPreview(tenantId: string, id: string, sampleContactId: string | undefined) {

@@ -18,6 +18,10 @@ export interface ContactValues {
   tags?: string[];
   custom_fields?: object;
   source?: string;
+  marketing_opt_out?: boolean;
+  marketing_opt_out_at?: Date | null;
+  marketing_opt_out_source?: string | null;
+  marketing_consent_changed_at?: Date;
 }
 
 export interface ContactFilter {

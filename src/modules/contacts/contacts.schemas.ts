@@ -16,6 +16,10 @@ export const Contact = Type.Object({
   tags: Type.Array(Type.String()),
   custom_fields: Type.Object({}, { additionalProperties: true }),
   source: Type.String(),
+  /** Opted out of marketing templates: MARKETING campaigns skip the contact (ARCHITECTURE §4). */
+  marketing_opt_out: Type.Boolean(),
+  marketing_opt_out_at: Nullable(Type.String()),
+  marketing_opt_out_source: Nullable(Type.Union(['user_preferences', 'keyword', 'error_131050', 'api'].map((s) => Type.Literal(s)))),
   created_at: Type.String(),
   updated_at: Nullable(Type.String()),
 });
@@ -48,6 +52,8 @@ export const ContactPatch = Type.Object({
   status: Type.Optional(Nullable(Text(64))),
   tags: Type.Optional(Tags),
   custom_fields: Type.Optional(CustomFields),
+  /** true opts the contact out of marketing templates (source `api`), false opts it back in. */
+  marketing_opt_out: Type.Optional(Type.Boolean()),
 });
 export type ContactPatch = Static<typeof ContactPatch>;
 

@@ -24,6 +24,9 @@ export function toContact(row: ContactRow): Contact {
     tags: row.tags,
     custom_fields: row.custom_fields as Contact['custom_fields'],
     source: row.source,
+    marketing_opt_out: row.marketing_opt_out,
+    marketing_opt_out_at: isoOrNull(row.marketing_opt_out_at),
+    marketing_opt_out_source: row.marketing_opt_out_source as Contact['marketing_opt_out_source'],
     created_at: row.created_at.toISOString(),
     updated_at: isoOrNull(row.updated_at),
   };
@@ -52,6 +55,12 @@ function describeFirstError(item: unknown): string {
   const field = first.instancePath.split('/').filter(Boolean).join('.');
   if (first.keyword === 'required') return `${(first.params as { requiredProperties?: string[] }).requiredProperties?.join(', ') ?? 'field'} is required`;
   return `${field || 'contact'} ${first.message}`;
+}
+
+/** An opt-out (or opt-in) set through the API: now, source `api`. */
+function consentColumns(optOut: boolean): Partial<ContactValues> {
+  const now = new Date();
+  return { marketing_opt_out: optOut, marketing_opt_out_at: optOut ? now : null, marketing_opt_out_source: optOut ? 'api' : null, marketing_consent_changed_at: now };
 }
 
 export class ContactsService {
@@ -132,8 +141,9 @@ export class ContactsService {
       if (!current) throw notFound('Contact');
       // Deep equality ignores object key order (jsonb keeps its own), so re-sending custom_fields is no change.
       const changed = Object.entries(changes).filter(([key, value]) => !isDeepStrictEqual(current[key as keyof ContactRow], value));
-      if (changed.length === 0) return toContact(current);
-      const row = await repo.update(tx, tenantId, id, Object.fromEntries(changed));
+      const consent = patch.marketing_opt_out !== undefined && patch.marketing_opt_out !== current.marketing_opt_out ? consentColumns(patch.marketing_opt_out) : {};
+      if (changed.length === 0 && Object.keys(consent).length === 0) return toContact(current);
+      const row = await repo.update(tx, tenantId, id, { ...Object.fromEntries(changed), ...consent });
       if (!row) throw notFound('Contact');
       const contact = toContact(row);
       await recordEvents(tx, tenantId, [{ type: 'contact.updated', data: contact }]);

@@ -16,3 +16,20 @@ export function e164Problem(input: string, field: string): string | null {
   if (valid !== null) return `${rule}: did you mean ${valid}?`;
   return E164.test(input) ? `${field} is not a valid phone number: ${input} does not exist in its country's numbering plan` : rule;
 }
+
+let usAreaCodes: string[] | undefined;
+
+/**
+ * The area codes of the +1 numbering plan that are the United States' (not Canada's or the
+ * Caribbean's): Meta's marketing pause is on US numbers, and a set-based query tells them by the
+ * three digits after +1. Worked out once from the numbering plan (about 0.2 s).
+ */
+export function unitedStatesAreaCodes(): string[] {
+  if (!usAreaCodes) {
+    usAreaCodes = [];
+    for (let code = 200; code <= 999; code++) {
+      if (parsePhoneNumberFromString(`+1${code}2345678`)?.country === 'US') usAreaCodes.push(String(code));
+    }
+  }
+  return usAreaCodes;
+}

@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import type { Readable } from 'node:stream';
 import type { Logger } from 'pino';
 import type { Db } from '../../db/database.ts';
 import { StatementBatcher } from '../../db/statement-batcher.ts';
@@ -7,7 +8,8 @@ import { faultPoint } from '../../faults.ts';
 import { completeIdempotencyKey, idempotencyScope, type IdempotencyScope } from '../../http/idempotency.ts';
 import type { SendComponent, UpstreamAccount, UpstreamClient } from '../../upstream/types.ts';
 import type { SendPacer } from './send-pacer.ts';
-import { findAccountsAndApprovedTemplates, noActiveAccount, toUpstreamAccount } from '../business-accounts/business-accounts.repository.ts';
+import { countMessagedUsers } from '../business-accounts/messaging-limit.ts';
+import { findAccountsAndApprovedTemplates, findActiveAccount, noActiveAccount, toUpstreamAccount } from '../business-accounts/business-accounts.repository.ts';
 import { NO_ACTIVE_ACCOUNT } from '../business-accounts/business-accounts.repository.ts';
 import { upstreamFailure } from '../business-accounts/upstream-failures.ts';
 import { applyStop } from '../campaigns/upstream-stops.ts';
@@ -15,6 +17,7 @@ import { recordEvents } from '../../events/events.ts';
 import { isThrottle, outcomeOfCallbackFailure, outcomeOfSend, type FailureOutcome } from '../../upstream/outcomes.ts';
 import { refusedEvent } from './messages.statuses.ts';
 import { addCommunication } from '../contacts/communications.repository.ts';
+import { optOutOnMarketingRefusals } from '../contacts/marketing-consent.ts';
 import { e164Problem } from '../contacts/phone.ts';
 import type { MediaService } from '../media/media.service.ts';
 import { placeholderPlan } from '../templates/templates.grammar.ts';
@@ -45,6 +48,23 @@ export class MessagesService {
     return message;
   }
 
+  /**
+   * The bytes of an inbound message's media, streamed from the upstream while it keeps them. A
+   * message without media, or media the upstream no longer has, is a 404.
+   */
+  async inboundMedia(tenantId: string, id: string): Promise<{ body: Readable; mimeType: string; size: number | null; filename: string | null }> {
+    const message = await messageQueries.findInbound(this.db, tenantId, id);
+    if (!message) throw notFound('Message');
+    const media = (message.details as { media?: { id?: string | null; filename?: string | null } } | null)?.media;
+    if (!media?.id || message.deleted_at) throw new AppError('NOT_FOUND', 'This message has no media');
+    const account = await findActiveAccount(this.db, tenantId);
+    if (!account) throw noActiveAccount();
+    const outcome = await this.upstream.downloadMedia(toUpstreamAccount(account, this.secretsKey), media.id);
+    if (outcome.kind !== 'accepted') throw upstreamFailure(outcome, 'downloading the media');
+    if (outcome.value.gone) throw new AppError('NOT_FOUND', 'The media is no longer available from the messaging platform');
+    return { ...outcome.value, filename: media.filename ?? null };
+  }
+
   async list(tenantId: string, query: MessageListQuery): Promise<{ data: Message[]; pagination: Pagination }> {
     const { rows, total } = await messageQueries.list(this.db, tenantId, query, offsetOf(query));
     return { data: rows, pagination: paginationFor(query.page, query.limit, total) };
@@ -71,6 +91,8 @@ export class MessagesService {
     }
     const upstreamAccount = toUpstreamAccount(account, this.secretsKey);
     const pace = account.messagesPerSecond;
+    // Single sends count towards a limited portfolio's messaging limit (they are never refused for it).
+    const limited = account.messagingLimit !== null;
     // Our media ids become upstream media ids (uploaded on first use).
     const components = built.components.map((c) => ({ ...c, parameters: [...c.parameters] }));
     for (const ref of built.mediaRefs) {
@@ -83,9 +105,9 @@ export class MessagesService {
     const id = randomUUID();
     const record = { id, templateId: template.id, templateName: template.template_name, language, to, components: input.components ?? [] };
     const keyed = idempotencyScope.getStore();
-    if (keyed) return this.sendKeyed(tenantId, keyed, record, upstreamAccount, components, pace);
+    if (keyed) return this.sendKeyed(tenantId, keyed, record, upstreamAccount, components, pace, limited);
     const row = await this.inserts.submit({ tenantId, values: record });
-    const wamid = await this.callUpstream(tenantId, record, upstreamAccount, components, pace);
+    const wamid = await this.callUpstream(tenantId, record, upstreamAccount, components, pace, limited);
     if (row.contact_id) {
       const contactId = row.contact_id;
       await this.db.transaction().execute(async (tx) => {
@@ -106,7 +128,7 @@ export class MessagesService {
    * or by a status callback carrying our row id, is the answer; with no word from the upstream
    * within the reconciliation window the same row is sent again.
    */
-  private async sendKeyed(tenantId: string, key: IdempotencyScope, record: NewMessage, account: UpstreamAccount, components: SendComponent[], pace: number): Promise<SendResult> {
+  private async sendKeyed(tenantId: string, key: IdempotencyScope, record: NewMessage, account: UpstreamAccount, components: SendComponent[], pace: number, limited: boolean): Promise<SendResult> {
     const previous = key.takenOverResource ? await repo.findById(this.db, tenantId, key.takenOverResource) : undefined;
     if (previous) {
       const earlier = { ...record, id: previous.id, to: previous.to_phone };
@@ -131,7 +153,7 @@ export class MessagesService {
         await key.attach(tx, record.id);
       });
     }
-    const wamid = await this.callUpstream(tenantId, record, account, components, pace);
+    const wamid = await this.callUpstream(tenantId, record, account, components, pace, limited);
     await faultPoint('send:after-upstream');
     return this.completeKeyed(tenantId, record, wamid);
   }
@@ -167,11 +189,14 @@ export class MessagesService {
   }
 
   /** The upstream call, its answer acted on through the outcome model: the upstream id, or the error the API answers. */
-  private async callUpstream(tenantId: string, record: NewMessage, account: UpstreamAccount, components: SendComponent[], pace: number): Promise<string> {
+  private async callUpstream(tenantId: string, record: NewMessage, account: UpstreamAccount, components: SendComponent[], pace: number, limited: boolean): Promise<string> {
     await this.awaitSendSlot(account.phoneNumberId, pace);
     const result = await this.upstream.sendTemplate(account, { to: record.to, templateName: record.templateName, language: record.language, components, callbackData: record.id });
     const outcome = outcomeOfSend(result);
-    if (outcome.kind === 'accepted' || outcome.kind === 'held') return outcome.messageId;
+    if (outcome.kind === 'accepted' || outcome.kind === 'held') {
+      if (limited) await countMessagedUsers(this.db, tenantId, [record.to]);
+      return outcome.messageId;
+    }
     this.logger?.warn({ tenant_id: tenantId, message_row_id: record.id, outcome: outcome.kind, code: 'error' in outcome ? outcome.error?.code : undefined }, 'template send not accepted upstream');
     switch (outcome.kind) {
       case 'unknown': {
@@ -209,6 +234,7 @@ export class MessagesService {
       const row = await repo.recordFailed(tx, tenantId, record.id, { code: error.code, title: error.title });
       if (row) await recordEvents(tx, tenantId, [refusedEvent(row, { code: error.code, title: error.title }, row.failed_at ?? new Date())]);
       await applyStop(tx, tenantId, outcome, record.templateId);
+      await optOutOnMarketingRefusals(tx, tenantId, [{ phone: record.to, code: error.code, at: row?.failed_at ?? new Date() }]);
     });
     return this.refusalError(record, outcome);
   }

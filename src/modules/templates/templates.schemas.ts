@@ -12,6 +12,8 @@ export const Template = Type.Object({
   status: Type.String(),
   // Additive to the spec: why the upstream rejected the template (null unless rejected).
   rejected_reason: Nullable(Type.String()),
+  // Additive: Meta's quality rating (message_template_quality_update): GREEN, YELLOW, RED, or UNKNOWN until rated.
+  quality_score: Type.String(),
   components: Nullable(Type.Array(Type.Object({}, { additionalProperties: true }))),
   created_at: Type.String(),
   updated_at: Nullable(Type.String()),

@@ -20,6 +20,7 @@ export function toTemplate(row: TemplateRow): Template {
     category: row.category,
     status: row.status,
     rejected_reason: row.status === 'rejected' ? row.rejected_reason : null,
+    quality_score: row.quality_score,
     components: (row.components ?? null) as Template['components'],
     created_at: row.created_at.toISOString(),
     updated_at: isoOrNull(row.updated_at),

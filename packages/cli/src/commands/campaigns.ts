@@ -140,12 +140,13 @@ function campaignRecord(c: Campaign): Record<string, unknown> {
   };
 }
 
-/** The pre-flight of a campaign that starts (spec: audience size against the number's messaging tier, how long dispatch takes). */
+/** The pre-flight of a campaign that starts (audience size against the portfolio's messaging limit, how long dispatch takes). */
 function preflightRecord(p: CampaignDetail['preflight']): Record<string, unknown> {
   return {
     audience: p.audience_size,
-    'messaging tier': p.messaging_tier === null ? 'no active business account'
-      : `${p.messaging_tier}${p.tier_limit === null ? '' : ` (${p.tier_limit} unique recipients a day)`}: ${p.within_tier ? 'within it' : 'EXCEEDED'}`,
+    'messaging limit': p.messaging_tier === null ? 'no active business account'
+      : p.tier_limit === null ? 'unlimited'
+      : `${p.tier_limit} unique users a day, ${p.messaging_limit_available ?? 0} left now: ${p.within_tier ? 'within it' : `the rest wait until about ${p.messaging_limit_wait_until}`}`,
     ...(p.messages_per_second === null ? {} : { pace: `${p.messages_per_second} messages/s` }),
     ...(p.estimated_duration_seconds === null ? {} : { 'estimated duration': formatDuration(p.estimated_duration_seconds) }),
     ...Object.fromEntries(p.warnings.map((w, i) => [p.warnings.length === 1 ? 'warning' : `warning ${i + 1}`, w])),

@@ -308,8 +308,8 @@ export interface paths {
             cookie?: never;
         };
         /**
-         * List sent messages
-         * @description Newest first, with the delivery status of each message (single sends and campaign sends). Filters: `to`, `status`, `contact_id`, `campaign_id`, `template_name`, and `created_after` (inclusive) / `created_before` (exclusive).
+         * List messages, sent and received
+         * @description Newest first: the messages we sent, with the delivery status of each (single sends and campaign sends), and the messages users sent (`direction: inbound`, with the fields of message.received). Filters: `direction` (`outbound` or `inbound`; both when absent), `contact_id`, `created_after` (inclusive) / `created_before` (exclusive) for both; `to`, `status`, `campaign_id`, `template_name` select sent messages only, `from` received ones only. Reactions, edits and deletions are not messages of their own: they show on the message they name (`reactions`, `edited_at`, `deleted_at`).
          *
          *     Scope: contacts:read.
          */
@@ -330,12 +330,34 @@ export interface paths {
             cookie?: never;
         };
         /**
-         * Get a sent message
-         * @description By the `message_id` of the send response and the message.* events, or by our `id`: its status, status timestamps and error.
+         * Get a message
+         * @description By the `message_id` of the send response and the message.* / message.received events, or by our `id`. A sent message: its status, status timestamps and error; a received one: its content.
          *
          *     Scope: contacts:read.
          */
         get: operations["getMessage"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/messages/{id}/media": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Download a received message's media
+         * @description The file of an inbound image, video, audio, document or sticker, streamed from the upstream with its MIME type (and `Content-Disposition` with the file name for documents). The upstream keeps such media for a limited time (days): afterwards, and for a message without media, 404. Scope contacts:read.
+         *
+         *     Scope: contacts:read.
+         */
+        get: operations["getInboundMessageMedia"];
         put?: never;
         post?: never;
         delete?: never;
@@ -1594,6 +1616,9 @@ export interface components {
                 [key: string]: unknown;
             };
             source: string;
+            marketing_opt_out: boolean;
+            marketing_opt_out_at: null | string;
+            marketing_opt_out_source: null | ("user_preferences" | "keyword" | "error_131050" | "api");
             created_at: string;
             updated_at: null | string;
         };
@@ -1623,6 +1648,7 @@ export interface components {
             custom_fields?: {
                 [key: string]: unknown;
             };
+            marketing_opt_out?: boolean;
         };
         ContactPage: {
             data: components["schemas"]["Contact"][];
@@ -1707,6 +1733,7 @@ export interface components {
             category: string;
             status: string;
             rejected_reason: null | string;
+            quality_score: string;
             components: null | {
                 [key: string]: unknown;
             }[];
@@ -1755,6 +1782,8 @@ export interface components {
         Message: {
             /** @description our id of the message (a campaign recipient's id for campaign sends) */
             id: string;
+            /** @enum {string} */
+            direction: "outbound";
             message_id: null | string;
             to: string;
             contact_id: null | string;
@@ -1771,6 +1800,12 @@ export interface components {
                 code: null | number;
                 title: string;
             };
+            /** @description the users' current reactions (a reaction taken back is removed) */
+            reactions: {
+                emoji: string;
+                from: null | string;
+                reacted_at: string;
+            }[];
             pricing: null | {
                 /** @description marketing, utility, authentication, authentication_international, service, marketing_lite, referral_conversion */
                 category: string;
@@ -1786,6 +1821,76 @@ export interface components {
             };
             created_at: string;
             updated_at: null | string;
+        } | {
+            /** @description our id of the message */
+            id: string;
+            /** @enum {string} */
+            direction: "inbound";
+            /** @description the upstream message id, as in message.received */
+            message_id: string;
+            from: null | string;
+            from_user_id: null | string;
+            contact_id: null | string;
+            /** @description upstream message type: text, image, video, audio, document, sticker, button, interactive, location, contacts, order, ... */
+            type: string;
+            text: null | string;
+            context?: {
+                message_id: null | string;
+                /** @description the upstream message id the user's message named */
+                upstream_message_id: string;
+            };
+            button?: {
+                payload: null | string;
+                text: null | string;
+            };
+            interactive?: {
+                /** @description button_reply, list_reply or nfm_reply (a Flow: see flow.submission_received) */
+                type: string;
+                id: null | string;
+                title: null | string;
+                description: null | string;
+            };
+            media?: {
+                id: null | string;
+                mime_type: null | string;
+                sha256: null | string;
+                caption: null | string;
+                filename: null | string;
+            };
+            location?: {
+                latitude: null | number;
+                longitude: null | number;
+                name: null | string;
+                address: null | string;
+                url: null | string;
+            };
+            /** @description shared contact cards, as the upstream sends them */
+            contacts?: {
+                [key: string]: unknown;
+            }[];
+            order?: {
+                catalog_id: null | string;
+                text: null | string;
+                product_items: {
+                    [key: string]: unknown;
+                }[];
+            };
+            /** @description the click-to-WhatsApp ad the user came from: source_url, source_id, source_type, headline, body, ctwa_clid, ... */
+            referral?: {
+                [key: string]: string | number | boolean | null;
+            };
+            /** @description the users' current reactions (a reaction taken back is removed) */
+            reactions: {
+                emoji: string;
+                from: null | string;
+                reacted_at: string;
+            }[];
+            edited_at: null | string;
+            deleted_at: null | string;
+            /** @description when the user sent it (the upstream's timestamp) */
+            timestamp: string;
+            /** @description when it reached us */
+            created_at: string;
         };
         MessagePage: {
             data: components["schemas"]["Message"][];
@@ -1892,9 +1997,18 @@ export interface components {
         };
         CampaignPreflight: {
             audience_size: number;
+            excluded: {
+                opted_out: number;
+                marketing_blocked_country: number;
+                frequency_cap: number;
+            };
             messaging_tier: null | string;
             tier_limit: null | number;
             within_tier: boolean;
+            messaging_limit_used: null | number;
+            messaging_limit_available: null | number;
+            messaging_limit_wait_until: null | string;
+            template_quality_score: null | string;
             messages_per_second: null | number;
             estimated_duration_seconds: null | number;
             estimated_cost: {
@@ -1930,12 +2044,22 @@ export interface components {
                 first_name: string;
                 phone: string;
             }[];
+            excluded: {
+                opted_out: number;
+                marketing_blocked_country: number;
+                frequency_cap: number;
+            };
         };
         FieldCoverageRequest: {
             fields: string[];
         };
         FieldCoverage: {
             total_recipients: number;
+            excluded: {
+                opted_out: number;
+                marketing_blocked_country: number;
+                frequency_cap: number;
+            };
             coverage: {
                 [key: string]: {
                     present: number;
@@ -1998,6 +2122,7 @@ export interface components {
             };
             attempts: number;
             updated_at: null | string;
+            skip_reason: null | string;
         };
         CampaignRecipientPage: {
             data: components["schemas"]["CampaignRecipient"][];
@@ -2266,6 +2391,7 @@ export interface components {
                 title: string;
             };
         };
+        /** @description The per-type fields are present only for the types that have them. A `reaction`, `edit` or `revoke` is not a new message: it names the message it changes (GET /messages shows the change there). */
         MessageReceivedEventData: {
             message_id: string;
             /** @description Sender phone in E.164; null for a user writing by username only. */
@@ -2273,11 +2399,79 @@ export interface components {
             /** @description The sender's business-scoped user id, when the upstream gave one. */
             from_user_id: null | string;
             contact_id: null | string;
-            /** @description Upstream message type: text, image, interactive, button, ... */
+            /** @description Upstream message type: text, image, video, audio, document, sticker, button, interactive, location, contacts, order, reaction, edit, revoke, ... */
             type: string;
+            /** @description The text, caption, quick-reply button text, reply title or order note (for an edit: the new text). */
             text: null | string;
             /** Format: date-time */
             timestamp: string;
+            /** @description The message this one replies to or whose button it taps. */
+            context?: {
+                /** @description Our id of that message (GET /messages/{id}); null when it is not a message this service knows. */
+                message_id: null | string;
+                upstream_message_id: string;
+            };
+            /** @description A template quick-reply tap. */
+            button?: {
+                payload?: null | string;
+                text?: null | string;
+            };
+            /** @description A reply to an interactive message: button_reply, list_reply (with description), or nfm_reply (a Flow: see flow.submission_received). */
+            interactive?: {
+                type?: string;
+                id?: null | string;
+                title?: null | string;
+                description?: null | string;
+            };
+            /** @description Image, video, audio, document or sticker; the bytes come from GET /messages/{message_id}/media while the upstream keeps them. */
+            media?: {
+                id?: null | string;
+                mime_type?: null | string;
+                sha256?: null | string;
+                caption?: null | string;
+                filename?: null | string;
+            };
+            location?: {
+                latitude?: null | number;
+                longitude?: null | number;
+                name?: null | string;
+                address?: null | string;
+                url?: null | string;
+            };
+            /** @description Shared contact cards, as the upstream sends them. */
+            contacts?: {
+                [key: string]: unknown;
+            }[];
+            order?: {
+                catalog_id?: null | string;
+                text?: null | string;
+                product_items?: {
+                    [key: string]: unknown;
+                }[];
+            };
+            /** @description The click-to-WhatsApp ad the user came from: source_url, source_id, source_type, headline, body, media_type, ctwa_clid, ... */
+            referral?: {
+                [key: string]: unknown;
+            };
+            reaction?: {
+                /** @description Our id of that message (GET /messages/{id}); null when it is not a message this service knows. */
+                message_id: null | string;
+                upstream_message_id: string;
+                /** @description Empty when the user took the reaction back. */
+                emoji?: string;
+            };
+            /** @description The message the user edited (the new content is in text and the per-type fields). */
+            edit?: {
+                /** @description Our id of that message (GET /messages/{id}); null when it is not a message this service knows. */
+                message_id: null | string;
+                upstream_message_id: string;
+            };
+            /** @description The message the user deleted. */
+            revoke?: {
+                /** @description Our id of that message (GET /messages/{id}); null when it is not a message this service knows. */
+                message_id: null | string;
+                upstream_message_id: string;
+            };
         };
         FlowSubmissionEventData: {
             message_id: string;
@@ -5770,11 +5964,18 @@ export interface operations {
     listMessages: {
         parameters: {
             query?: {
-                /** @description recipient in E.164 */
+                /** @description only messages we sent, or only messages users sent; both when absent */
+                direction?: "outbound" | "inbound";
+                /** @description recipient in E.164 (outbound messages only) */
                 to?: string;
+                /** @description sender in E.164 (inbound messages only) */
+                from?: string;
+                /** @description delivery status (outbound messages only) */
                 status?: "accepted" | "unknown" | "sent" | "delivered" | "read" | "failed";
                 contact_id?: string;
+                /** @description outbound messages only */
                 campaign_id?: string;
+                /** @description outbound messages only */
                 template_name?: string;
                 /** @description created at or after this instant */
                 created_after?: string;
@@ -6022,6 +6223,169 @@ export interface operations {
                     "X-RateLimit-Remaining-Day": components["headers"]["X-RateLimit-Remaining-Day"];
                     "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    getInboundMessageMedia: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description our message id or the upstream message id */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The media bytes */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit-Minute": components["headers"]["X-RateLimit-Limit-Minute"];
+                    "X-RateLimit-Remaining-Minute": components["headers"]["X-RateLimit-Remaining-Minute"];
+                    "X-RateLimit-Limit-Day": components["headers"]["X-RateLimit-Limit-Day"];
+                    "X-RateLimit-Remaining-Day": components["headers"]["X-RateLimit-Remaining-Day"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/octet-stream": string;
+                };
+            };
+            /** @description Invalid request: a field, the query, the body or a state rule (VALIDATION_ERROR, naming the field). */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit-Minute": components["headers"]["X-RateLimit-Limit-Minute"];
+                    "X-RateLimit-Remaining-Minute": components["headers"]["X-RateLimit-Remaining-Minute"];
+                    "X-RateLimit-Limit-Day": components["headers"]["X-RateLimit-Limit-Day"];
+                    "X-RateLimit-Remaining-Day": components["headers"]["X-RateLimit-Remaining-Day"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Missing, malformed, expired or revoked credentials. */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The key lacks a scope, the caller IP is not allowed, or the plan lacks the feature. */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit-Minute": components["headers"]["X-RateLimit-Limit-Minute"];
+                    "X-RateLimit-Remaining-Minute": components["headers"]["X-RateLimit-Remaining-Minute"];
+                    "X-RateLimit-Limit-Day": components["headers"]["X-RateLimit-Limit-Day"];
+                    "X-RateLimit-Remaining-Day": components["headers"]["X-RateLimit-Remaining-Day"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Not found, or it belongs to another tenant. */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit-Minute": components["headers"]["X-RateLimit-Limit-Minute"];
+                    "X-RateLimit-Remaining-Minute": components["headers"]["X-RateLimit-Remaining-Minute"];
+                    "X-RateLimit-Limit-Day": components["headers"]["X-RateLimit-Limit-Day"];
+                    "X-RateLimit-Remaining-Day": components["headers"]["X-RateLimit-Remaining-Day"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            408: components["responses"]["RequestTimeout"];
+            /** @description Rate limit exceeded: retry after Retry-After seconds. */
+            429: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit-Minute": components["headers"]["X-RateLimit-Limit-Minute"];
+                    "X-RateLimit-Remaining-Minute": components["headers"]["X-RateLimit-Remaining-Minute"];
+                    "X-RateLimit-Limit-Day": components["headers"]["X-RateLimit-Limit-Day"];
+                    "X-RateLimit-Remaining-Day": components["headers"]["X-RateLimit-Remaining-Day"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            431: components["responses"]["HeadersTooLarge"];
+            /** @description Unexpected error: retry with backoff. */
+            500: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit-Minute": components["headers"]["X-RateLimit-Limit-Minute"];
+                    "X-RateLimit-Remaining-Minute": components["headers"]["X-RateLimit-Remaining-Minute"];
+                    "X-RateLimit-Limit-Day": components["headers"]["X-RateLimit-Limit-Day"];
+                    "X-RateLimit-Remaining-Day": components["headers"]["X-RateLimit-Remaining-Day"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The upstream (WhatsApp Cloud API) failed: safe to retry with backoff. */
+            502: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit-Minute": components["headers"]["X-RateLimit-Limit-Minute"];
+                    "X-RateLimit-Remaining-Minute": components["headers"]["X-RateLimit-Remaining-Minute"];
+                    "X-RateLimit-Limit-Day": components["headers"]["X-RateLimit-Limit-Day"];
+                    "X-RateLimit-Remaining-Day": components["headers"]["X-RateLimit-Remaining-Day"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The service is shutting down or its database is unavailable: retry with backoff. */
+            503: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit-Minute": components["headers"]["X-RateLimit-Limit-Minute"];
+                    "X-RateLimit-Remaining-Minute": components["headers"]["X-RateLimit-Remaining-Minute"];
+                    "X-RateLimit-Limit-Day": components["headers"]["X-RateLimit-Limit-Day"];
+                    "X-RateLimit-Remaining-Day": components["headers"]["X-RateLimit-Remaining-Day"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The upstream did not answer in time: safe to retry with backoff. */
+            504: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit-Minute": components["headers"]["X-RateLimit-Limit-Minute"];
+                    "X-RateLimit-Remaining-Minute": components["headers"]["X-RateLimit-Remaining-Minute"];
+                    "X-RateLimit-Limit-Day": components["headers"]["X-RateLimit-Limit-Day"];
+                    "X-RateLimit-Remaining-Day": components["headers"]["X-RateLimit-Remaining-Day"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
