@@ -108,7 +108,7 @@ export async function buildApp(deps: Deps): Promise<FastifyInstance> {
     return reply.code(database === 'ok' ? 200 : 503).send({ status: database === 'ok' ? 'ready' : 'not_ready', database, redis });
   });
 
-  await app.register(adminRoutes, { prefix: '/admin/v1', admin: deps.admin, adminToken: deps.config.adminToken, metrics: deps.metrics });
+  await app.register(adminRoutes, { prefix: '/admin/v1', admin: deps.admin, adminToken: deps.config.adminToken, metrics: deps.metrics, rateCards: deps.rateCards });
 
   await app.register(async (api) => {
     installPublicApiHooks(api, {

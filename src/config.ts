@@ -87,6 +87,8 @@ export interface Config {
   campaignDeferMs: number;
   campaignDeferAttempts: number;
   campaignHoldMs: number;
+  /** How long a process prices with the rate card it read before reading it again (a PUT through it is seen at once). */
+  rateCardCacheMs: number;
   /** The moving window of the portfolio's messaging limit (Meta: 24 h); shorter in tests. */
   messagingLimitWindowMs: number;
   /** How far ahead a phone number's send slots are handed out; how fast a rate halved by 130429 recovers. */
@@ -226,6 +228,7 @@ function campaignWorkerConfig(env: Env) {
     campaignDeferAttempts: Math.max(0, int(env, 'CAMPAIGN_DEFER_ATTEMPTS', 3)),
     // Template pacing holds a message for hours; one never released (a lost callback) counts as sent after this.
     campaignHoldMs: Math.max(1, int(env, 'CAMPAIGN_HOLD_MS', 172_800_000)),
+    rateCardCacheMs: Math.max(0, int(env, 'RATE_CARD_CACHE_MS', 5000)),
     messagingLimitWindowMs: Math.max(1000, int(env, 'MESSAGING_LIMIT_WINDOW_MS', 86_400_000)),
     pacingHorizonMs: horizon,
     pacingRecoveryMs: int(env, 'PACING_RECOVERY_MS', 5000),

@@ -24,6 +24,7 @@ import { optOutOnMarketingRefusals } from './modules/contacts/marketing-consent.
 import { MediaService } from './modules/media/media.service.ts';
 import { LocalDiskStorage } from './modules/media/media.storage.ts';
 import { MessagesService } from './modules/messages/messages.service.ts';
+import { RateCards } from './modules/pricing/rate-card.ts';
 import { SendPacer } from './modules/messages/send-pacer.ts';
 import { campaignQueue } from './modules/campaigns/campaigns.queue.ts';
 import { TemplatesService } from './modules/templates/templates.service.ts';
@@ -59,6 +60,8 @@ export interface Deps {
   messages: MessagesService;
   callbacks: CallbacksService;
   campaigns: CampaignsService;
+  /** The rate card (prices of messages, campaign estimates), cached for RATE_CARD_CACHE_MS. */
+  rateCards: RateCards;
   campaignRecipients: CampaignRecipients;
   /** Per phone number send pacing, shared across processes through Redis. */
   pacer: SendPacer;
@@ -153,7 +156,8 @@ export async function createDeps(config: Config, logger: Logger = createLogger(c
   await connected?.firstConnection;
   const templateSync = new TemplateStatusSync(db, upstream, config.secretsKey, { intervalMs: config.templatePollIntervalMs, batch: config.templatePollBatch }, logger);
   const pacer = new SendPacer(redis, { horizonMs: config.pacingHorizonMs, recoveryMs: config.pacingRecoveryMs });
-  const callbacks = new CallbacksService(db, templateSync, logger);
+  const rateCards = new RateCards(db, config.rateCardCacheMs);
+  const callbacks = new CallbacksService(db, templateSync, logger, undefined, rateCards);
   // Failures by callback mean what the same code answered at send time means (src/upstream/outcomes.ts).
   const retryPolicy = { maxAttempts: config.campaignMaxAttempts, deferMs: config.campaignDeferMs, deferAttempts: config.campaignDeferAttempts };
   callbacks.onStatusesReceived((tx, tenantId, updates) => settleCallbackFailures(tx, tenantId, updates, retryPolicy));
@@ -188,7 +192,8 @@ export async function createDeps(config: Config, logger: Logger = createLogger(c
     messages: new MessagesService(db, upstream, media, config.secretsKey, logger, config.sendReconcileMs, pacer),
     callbacks,
     pacer,
-    campaigns: new CampaignsService(db, config.messagingLimitWindowMs),
+    campaigns: new CampaignsService(db, rateCards, config.messagingLimitWindowMs),
+    rateCards,
     campaignRecipients: new CampaignRecipients(db),
     async close() {
       redis?.disconnect();

@@ -2,6 +2,7 @@ import type { Deps } from './deps.ts';
 import { WebhookDeliverer } from './workers/webhook-deliverer.ts';
 import { CampaignDispatcher, startDueCampaigns } from './workers/campaign-dispatcher.ts';
 import { startLoops, type RunningLoops, type WorkerLoop } from './workers/loop.ts';
+import { foldCostMoves } from './modules/campaigns/campaigns.cost.ts';
 import { foldCounterMoves } from './modules/campaigns/campaigns.repository.ts';
 
 /** How often campaigns' counter moves are folded into their counters (reads add the unfolded ones). */
@@ -16,6 +17,7 @@ export function workerLoops(deps: Deps): WorkerLoop[] {
     // a partial index); each template is asked about at most once per TEMPLATE_POLL_INTERVAL_MS.
     { name: 'template-status-poller', runOnce: () => deps.templateSync.pollOnce() },
     { name: 'campaign-counter-fold', intervalMs: COUNTER_FOLD_MS, runOnce: async () => { await deps.db.transaction().execute((tx) => foldCounterMoves(tx)); return 0; } },
+    { name: 'campaign-cost-fold', intervalMs: COUNTER_FOLD_MS, runOnce: async () => { await deps.db.transaction().execute((tx) => foldCostMoves(tx)); return 0; } },
     ...(deps.config.campaignDispatchEnabled ? [
       { name: 'campaign-scheduler', runOnce: () => startDueCampaigns(deps.db) },
       { ...createCampaignDispatcher(deps).loop(), intervalMs: deps.config.campaignPollMs },

@@ -291,6 +291,7 @@ describe('campaigns API: resource, validation, access', () => {
     expect(got.json().preflight).toEqual({
       audience_size: 5, excluded: { opted_out: 0, marketing_blocked_country: 0, frequency_cap: 0 }, messaging_tier: '1K', tier_limit: null, within_tier: true, messaging_limit_used: null, messaging_limit_available: null, messaging_limit_wait_until: null,
       template_quality_score: 'UNKNOWN', messages_per_second: 80, estimated_duration_seconds: 1, warnings: [],
+      estimated_cost: expect.objectContaining({ currency: 'USD', amount: expect.any(Number) }),
     });
     const empty = (await call(t.app, tenant, 'GET', `/campaigns/${ids[0]}`)).json();
     expect(empty.audiences).toEqual([]);

@@ -233,12 +233,55 @@ export interface MessagesTable {
   campaign_id: string | null;
   callback_data: string | null;
   attempted_at: Timestamp | null;
+  /** The `pricing` of the message's first status callback that carried one (migration 0018). */
+  pricing_category: string | null;
+  pricing_type: string | null;
+  pricing_billable: boolean | null;
+  pricing_model: string | null;
+  /** numeric: read as a string. */
+  price_amount: ColumnType<string | null, string | number | null, string | number | null>;
+  price_currency: string | null;
   /** The user's reactions to this message, `[{ emoji, from, reacted_at }]`; null: none yet. */
   reactions: ColumnType<Reaction[] | null, string | null | undefined, string | null>;
   created_at: CreatedAt;
   updated_at: Timestamp | null;
 }
 
+export interface RateCardVersionsTable {
+  effective_from: ColumnType<string, string, string>;
+  currency: string;
+  source: string | null;
+}
+
+export interface RateCardRatesTable {
+  effective_from: ColumnType<string, string, string>;
+  market: string;
+  category: string;
+  rate: ColumnType<string, string | number, string | number>;
+}
+
+export interface CampaignCostMovesTable {
+  campaign_id: string;
+  category: string;
+  currency: string;
+  messages: number;
+  amount: ColumnType<string, string | number, string | number>;
+}
+
+export interface CampaignCostsTable {
+  campaign_id: string;
+  category: string;
+  currency: string;
+  messages: number;
+  amount: ColumnType<string, string | number, string | number>;
+}
+
+export interface CampaignAudiencePrefixesTable {
+  campaign_id: string;
+  prefix: string;
+  sample_phone: string;
+  recipients: number;
+}
 export interface Reaction { emoji: string; from: string | null; reacted_at: string }
 
 export interface InboundMessagesTable {
@@ -349,6 +392,11 @@ export interface DB {
   campaign_recipients: CampaignRecipientsTable;
   campaign_dispatch_turns: CampaignDispatchTurnsTable;
   campaign_counter_moves: CampaignCounterMovesTable;
+  campaign_cost_moves: CampaignCostMovesTable;
+  campaign_costs: CampaignCostsTable;
+  campaign_audience_prefixes: CampaignAudiencePrefixesTable;
+  rate_card_versions: RateCardVersionsTable;
+  rate_card_rates: RateCardRatesTable;
   tenants: TenantsTable;
   api_keys: ApiKeysTable;
   business_accounts: BusinessAccountsTable;

@@ -339,6 +339,20 @@ export const ADMIN_OPERATIONS: Record<string, OperationDoc> = {
     responses: { 200: { description: 'Prometheus text exposition format', content: { 'text/plain': { schema: { type: 'string' } } } } },
   },
   'GET /scopes': { operationId: 'listScopes', summary: 'Scope vocabulary and presets', tag: 'API keys' },
+  'PUT /rate-card': {
+    operationId: 'replaceRateCard', summary: 'Replace the rate card', tag: 'Rate card',
+    description: 'Replaces the whole card (every version) or nothing: a bad version, row or field answers 400 naming it (JSON: its path; CSV: its line and column). '
+      + 'JSON, or CSV with Content-Type text/csv (header `effective_from,market,currency,marketing,utility,authentication,authentication_international,service`, '
+      + 'one line per version and market, an empty rate for none). Prices messages whose pricing arrives from then on; prices already stored stay. See docs/cost.md.',
+    example: { versions: [{ effective_from: '2026-10-01', currency: 'USD', source: 'Meta rate card', rates: [
+      { market: 'Brazil', marketing: 0.0625, utility: 0.0068, authentication: 0.0068, authentication_international: null, service: 0.0068 },
+      { market: 'Other', marketing: 0.0604, utility: 0.0077, authentication: 0.0077, authentication_international: null, service: 0.0077 },
+    ] }] },
+  },
+  'GET /rate-card': {
+    operationId: 'getRateCard', summary: 'The rate card', tag: 'Rate card',
+    description: 'Every version of the card, oldest first; with `Accept: text/csv` the same as CSV (the format PUT takes).',
+  },
 };
 
 /** Tags in the order the explorer shows them, with their descriptions. */
@@ -361,6 +375,7 @@ export const ADMIN_TAGS: Record<string, string> = {
   Tenants: 'Tenants, their plan and daily request quota.',
   'API keys': 'Keys of a tenant, their scopes and presets.',
   'Business accounts': 'The WhatsApp business account each tenant sends from.',
+  'Rate card': 'Prices per message by market and category, versioned by effective date: they price messages and campaign estimates.',
   Marketing: 'Per-tenant marketing rules: opt-out keywords, the US rule and the frequency cap.',
   Operations: 'Metrics for monitoring.',
 };

@@ -454,6 +454,11 @@ function buildDocument(raw: Json, api: ApiDocument): Json {
         const description = response.description === 'Default Response' ? successText(method, Number(status)) : response.description;
         responses[status] = { ...response, description, headers: headers(Number(status)) };
       }
+      if (api.api === 'admin' && path === '/rate-card') {
+        const csv = { schema: { type: 'string', description: 'The card as CSV (docs/cost.md).' } };
+        if (method === 'put') op.requestBody.content['text/csv'] = csv;
+        else responses[200].content['text/csv'] = csv;
+      }
       if (path === '/campaigns/{id}/recipients') {
         responses[200].content['text/csv'] = { schema: { type: 'string', description: 'With Accept: text/csv: every recipient as one CSV file.' } };
       }

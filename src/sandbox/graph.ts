@@ -257,6 +257,7 @@ export class GraphHandlers {
     const message: AcceptedMessage = {
       id: messageId, phoneNumberId, wabaId: state.templates.wabaOf(phoneNumberId) ?? phoneNumberId, recipientId,
       callbackData: (callbackData as string | undefined) ?? null, category: template?.category ?? null,
+      freeInWindow: template?.category === 'UTILITY' && state.windows.isOpen(phoneNumberId, recipientId, SERVICE_WINDOW_MS),
       outcome: mediaFailure ? 'fail' : accepted.outcome, delayMs: accepted.delayMs,
       error: errorCode === null ? undefined : statusError(errorCode, mediaFailure),
     };

@@ -11,6 +11,8 @@ export interface AcceptedMessage {
   recipientId: string;
   callbackData: string | null;
   category: string | null;
+  /** A utility template sent inside the user's customer-service window: Meta does not charge it. */
+  freeInWindow?: boolean;
   outcome: RecipientOutcome;
   /** The failed status's `errors[0]` (outcome `fail`). */
   error?: { code: number; title: string; details: string };
@@ -196,8 +198,12 @@ function statusJson({ message, stage }: PendingStatus, timestamp: string): Recor
   return status;
 }
 
-/** Per-message pricing: a template is billed in its category; a free-form reply is a free service message. */
+/**
+ * Per-message pricing (Meta's shape, reference §7): a template is billed in its category; a
+ * free-form reply is a free service message, and so is a utility template inside the window.
+ */
 function pricingOf(message: AcceptedMessage): Record<string, unknown> {
   if (message.category === null) return { billable: false, pricing_model: 'PMP', type: 'free_customer_service', category: 'service' };
+  if (message.freeInWindow) return { billable: false, pricing_model: 'PMP', type: 'free_customer_service', category: 'utility' };
   return { billable: true, pricing_model: 'PMP', type: 'regular', category: message.category.toLowerCase() };
 }

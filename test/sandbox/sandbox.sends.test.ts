@@ -234,6 +234,10 @@ describe('sandbox: sends and status callbacks', () => {
     expect(statuses.map((s) => [s.status, s.pricing])).toEqual([['sent', utility], ['delivered', utility], ['read', undefined]]);
     const text = await eventually(async () => statusesOf(textId).find((s) => s.status === 'sent'));
     expect(text.pricing).toEqual({ billable: false, pricing_model: 'PMP', type: 'free_customer_service', category: 'service' });
+    // A utility template inside the user's open service window is free too (Meta's rule since 2025-07-01).
+    const inWindow = (await send(templateSend(user, template.name))).body.messages[0].id;
+    const free = await eventually(async () => statusesOf(inWindow).find((s) => s.status === 'sent'));
+    expect(free.pricing).toEqual({ billable: false, pricing_model: 'PMP', type: 'free_customer_service', category: 'utility' });
   });
 
   it('holds a recipient\'s first status for delay_ms before its outcome (failed or sent)', async () => {

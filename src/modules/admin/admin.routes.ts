@@ -2,15 +2,20 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { safeEqual } from '../../crypto/safe-equal.ts';
 import type { Metrics } from '../../metrics.ts';
 import { SCOPES, PRESETS, WILDCARD } from '../tenants/scopes.ts';
+import { cardCsv, checkCard, parseCardCsv, type RateCards } from '../pricing/rate-card.ts';
 import { assertAdminToken, type AdminService } from './admin.service.ts';
 import {
-  ApiKey, ApiKeyCreate, BusinessAccount, BusinessAccountConnect, BusinessAccountPatch, CreatedApiKey, KeyParams, MarketingSettings, MarketingSettingsPatch, Message, ScopeVocabulary, Tenant,
+  ApiKey, ApiKeyCreate, BusinessAccount, BusinessAccountConnect, BusinessAccountPatch, CreatedApiKey, KeyParams, MarketingSettings, MarketingSettingsPatch, Message, RateCard, ScopeVocabulary, Tenant,
   TenantCreate, TenantListQuery, TenantPage, TenantParams, TenantPatch,
 } from './admin.schemas.ts';
 import { Type } from 'typebox';
 
-export const adminRoutes: FastifyPluginAsyncTypebox<{ admin: AdminService; adminToken: string; metrics: Metrics }> = async (app, { admin, adminToken, metrics }) => {
+export const adminRoutes: FastifyPluginAsyncTypebox<{ admin: AdminService; adminToken: string; metrics: Metrics; rateCards: RateCards }> = async (app, { admin, adminToken, metrics, rateCards }) => {
   app.addHook('onRequest', async (req) => assertAdminToken(req.headers.authorization, adminToken, safeEqual));
+  // A rate card as CSV arrives as the card it describes (errors name the line and column), then meets the same schema as JSON.
+  app.addContentTypeParser('text/csv', { parseAs: 'string', bodyLimit: 1024 * 1024 }, (_req, body, done) => {
+    try { done(null, { versions: parseCardCsv(body as string) }); } catch (err) { done(err as Error); }
+  });
 
   app.post('/tenants', { schema: { body: TenantCreate, response: { 201: Tenant } } },
     async (req, reply) => reply.code(201).send(await admin.createTenant(req.body.name, req.body.plan)));
@@ -45,6 +50,17 @@ export const adminRoutes: FastifyPluginAsyncTypebox<{ admin: AdminService; admin
   app.get('/metrics', async (_req, reply) => {
     const { contentType, body } = await metrics.render();
     return reply.type(contentType).send(body);
+  });
+
+  // The rate card prices messages and campaign estimates (docs/cost.md). Replaced as a whole, or not at all.
+  app.put('/rate-card', { schema: { body: RateCard, response: { 200: RateCard } } }, async (req) => {
+    const versions = checkCard(req.body, (v, r) => ['body', 'versions', v, ...(r === undefined ? [] : ['rates', r])]);
+    return { versions: (await rateCards.replace(versions)).versions };
+  });
+  app.get('/rate-card', { schema: { response: { 200: RateCard } } }, async (req, reply) => {
+    const card = await rateCards.current(true);
+    if (/text\/csv/.test(req.headers.accept ?? '')) return reply.type('text/csv; charset=utf-8').send(cardCsv(card.versions) as never);
+    return { versions: card.versions };
   });
 
   app.get('/scopes', { schema: { response: { 200: ScopeVocabulary } } }, async () => ({ scopes: [...SCOPES], wildcard: WILDCARD, presets: PRESETS }));

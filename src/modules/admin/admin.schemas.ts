@@ -125,3 +125,26 @@ export type MarketingSettingsPatch = Static<typeof MarketingSettingsPatch>;
 export const TenantParams = Type.Object({ id: Type.String() });
 export const KeyParams = Type.Object({ id: Type.String(), key_id: Type.String() });
 export const Message = Type.Object({ message: Type.String() });
+
+const Rate = (description: string) => Nullable(Type.Number({ minimum: 0, maximum: 1000, description }));
+
+/** One market's rates per message on a card version; null: the card has no rate for that category. */
+export const MarketRates = Type.Object({
+  market: Type.String({ minLength: 1, maxLength: 100, description: 'a country by Meta\'s name ("Brazil"), one of Meta\'s regions ("Rest of Africa", "North America"...) or "Other"' }),
+  marketing: Rate('marketing template messages'),
+  utility: Rate('utility template messages'),
+  authentication: Rate('authentication template messages'),
+  authentication_international: Rate('authentication messages billed at the authentication-international rate'),
+  service: Rate('service (non-template) messages, when Meta charges them'),
+});
+
+export const RateCardVersion = Type.Object({
+  effective_from: Type.String({ pattern: '^\\d{4}-\\d{2}-\\d{2}$', description: 'first UTC day the version prices messages sent on' }),
+  currency: Type.String({ pattern: '^[A-Z]{3}$', description: 'ISO 4217; rates are decimal amounts in it' }),
+  source: Type.Optional(Nullable(Type.String({ maxLength: 1000, description: 'where the figures come from' }))),
+  rates: Type.Array(MarketRates, { minItems: 1, maxItems: 1000 }),
+});
+
+/** The whole rate card (PUT replaces it; JSON, or CSV with Content-Type text/csv). */
+export const RateCard = Type.Object({ versions: Type.Array(RateCardVersion, { minItems: 1, maxItems: 100 }) });
+export type RateCard = Static<typeof RateCard>;

@@ -2,12 +2,13 @@ import { randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
 import type { Db, Tx } from '../../db/database.ts';
 import { recordEvents, type NewEvent } from '../../events/events.ts';
-import { nestsDeeperThan, storable } from '../../http/storable-text.ts';
+import { storable } from '../../http/storable-text.ts';
 import { ACCOUNT_FIELDS, applyAccountChange } from '../business-accounts/account-callbacks.ts';
 import { findTenantByPhoneNumberId } from '../business-accounts/business-accounts.repository.ts';
 import { addCommunication } from '../contacts/communications.repository.ts';
 import { applyConsentKeywords, applyUserPreferences } from '../contacts/marketing-consent.ts';
 import { applyMessageStatuses, type AppliedStatus, type DeliveryStatus, type StatusUpdate } from '../messages/messages.statuses.ts';
+import { RateCards, type Pricing } from '../pricing/rate-card.ts';
 import type { TemplateStatusSync, TemplateStatusUpdate } from '../templates/templates.status-sync.ts';
 import { applyAnnotation, ourMessageIds } from './inbound.annotations.ts';
 import { list, MAX_UPSTREAM_ID, record, text, toDate, toInbound, type InboundMessage, type RawContact, type RawInbound } from './inbound.parse.ts';
@@ -29,6 +30,7 @@ interface RawPreference { wa_id?: string; user_id?: string; category?: string; v
 interface RawStatus {
   id?: string; status?: string; timestamp?: string; recipient_id?: string; biz_opaque_callback_data?: string;
   errors?: { code?: number; title?: string; message?: string }[];
+  pricing?: { category?: string; type?: string; billable?: boolean; pricing_model?: string };
 }
 
 /** Work for one tenant out of one callback POST. */
@@ -60,7 +62,17 @@ function toStatusUpdate(raw: RawStatus): StatusUpdate | null {
     timestamp: toDate(text(s.timestamp)),
     callbackData: text(s.biz_opaque_callback_data) ?? null,
     error: status === 'failed' ? { code: errorCode(error.code), title: text(error.title) ?? text(error.message) ?? 'Unknown failure' } : null,
+    pricing: pricingOf(s.pricing),
   };
+}
+
+/** A status's `pricing` (reference §7), when it names a category; fields of another type read as absent. */
+function pricingOf(raw: RawStatus['pricing']): Pricing | null {
+  const p = record(raw);
+  const category = text(p.category);
+  if (!category || category.length > 64) return null;
+  const short = (value: unknown) => { const t = text(value); return t && t.length <= 64 ? t : null; };
+  return { category, type: short(p.type), billable: typeof p.billable === 'boolean' ? p.billable : null, pricing_model: short(p.pricing_model) };
 }
 
 /** Which message of ours (or null) an upstream id names, as message.received shows it. */
@@ -97,7 +109,8 @@ export class CallbacksService {
    */
   private routes = new Map<string, { tenantId: string | undefined; until: number }>();
 
-  constructor(private db: Db, private templateSync: TemplateStatusSync, private logger?: Logger, private routeCacheMs = 2000) {}
+  constructor(private db: Db, private templateSync: TemplateStatusSync, private logger?: Logger, private routeCacheMs = 2000,
+    private rateCards = new RateCards(db)) {}
 
   private async tenantFor(phoneNumberId: string): Promise<{ tenantId: string | undefined; fresh: boolean }> {
     const now = Date.now();
@@ -176,11 +189,13 @@ export class CallbacksService {
         ignored += batch.statuses.length + batch.inbound.length + batch.preferences.length;
         continue;
       }
+      // Read before the transaction: the embedded database has one connection, which it holds.
+      const card = batch.statuses.some((u) => u.pricing) ? await this.rateCards.current() : undefined;
       await this.db.transaction().execute(async (tx) => {
         if (batch.statuses.length > 0) {
           let updates = batch.statuses;
           for (const settle of this.settleHooks) updates = await settle(tx, tenantId, updates);
-          const { applied, unknown } = await applyMessageStatuses(tx, tenantId, updates);
+          const { applied, unknown } = await applyMessageStatuses(tx, tenantId, updates, card);
           if (unknown.length > 0) this.logger?.info({ tenant_id: tenantId, count: unknown.length }, 'status callbacks for messages this service did not send; ignored');
           for (const hook of this.statusHooks) await hook(tx, tenantId, applied);
           statuses += applied.length;

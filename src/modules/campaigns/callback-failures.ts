@@ -98,11 +98,21 @@ export async function settleCallbackFailures(tx: Tx, tenantId: string, updates: 
       FROM v, old WHERE r.id = v.id AND old.id = v.id AND old.status NOT IN ('failed', 'skipped')
       RETURNING r.id, r.campaign_id, old.status AS old, r.status`.execute(tx);
     await recordCounterMoves(tx, moved.map((m) => ({ campaignId: m.campaign_id, from: m.old, to: m.status })));
-    // The next attempt starts from a clean message row (its upstream id is set by that attempt).
+    // The next attempt starts from a clean message row (its upstream id is set by that attempt, its
+    // pricing by that attempt's callbacks): a failed attempt costs nothing, so a price its `sent`
+    // brought leaves the campaign's spend in the same statement.
     if (moved.length > 0) await sql`
-      UPDATE messages SET status = 'accepted', status_rank = 0, upstream_message_id = NULL, sent_at = NULL, delivered_at = NULL, read_at = NULL,
-        failed_at = NULL, error_code = NULL, error_title = NULL, updated_at = now()
-      WHERE tenant_id = ${tenantId} AND id = ANY(${moved.map((m) => m.id)}::uuid[])`.execute(tx);
+      WITH old AS (
+        SELECT id, campaign_id, pricing_category, price_currency, price_amount FROM messages
+        WHERE tenant_id = ${tenantId} AND id = ANY(${moved.map((m) => m.id)}::uuid[])),
+      cleared AS (
+        UPDATE messages m SET status = 'accepted', status_rank = 0, upstream_message_id = NULL, sent_at = NULL, delivered_at = NULL, read_at = NULL,
+          failed_at = NULL, error_code = NULL, error_title = NULL, pricing_category = NULL, pricing_type = NULL, pricing_billable = NULL,
+          pricing_model = NULL, price_amount = NULL, price_currency = NULL, updated_at = now()
+        FROM old WHERE m.id = old.id)
+      INSERT INTO campaign_cost_moves (campaign_id, category, currency, messages, amount)
+      SELECT campaign_id, pricing_category, price_currency, -count(*)::int, -sum(price_amount) FROM old
+      WHERE price_amount > 0 AND campaign_id IS NOT NULL GROUP BY campaign_id, pricing_category, price_currency`.execute(tx);
   }
   for (const stop of stops) {
     // An account stop older than the account's connection (Meta redelivering an old failure after

@@ -80,15 +80,29 @@ const tenantFilter = (alias: string, tenants: string[] | undefined) =>
 /** Whether the claimed recipient `r`'s contact opted out of marketing (only asked for MARKETING campaigns). */
 const optedOut = (skip: boolean) => skip ? sql`coalesce((SELECT ct.marketing_opt_out FROM contacts ct WHERE ct.id = r.contact_id), false)` : sql`false`;
 
-/** The claim's CTEs that skip the opted-out rows of `from` (opted_out), with their counter moves. */
+/**
+ * The claim's CTEs that skip the opted-out rows of `from` (opted_out), with their counter moves,
+ * and take them out of the campaign's cost estimate (its recipients by prefix, campaigns.cost.ts);
+ * prefixes in order, so two claims never lock two of them the other way round.
+ */
 const skippedOptedOut = (from: ReturnType<typeof sql>) => sql`
       skipped AS (
         UPDATE campaign_recipients r SET status = 'skipped', skip_reason = 'opted_out', not_before = NULL, updated_at = now()
         FROM ${from} o WHERE r.id = o.id AND o.opted_out
-        RETURNING r.campaign_id),
+        RETURNING r.campaign_id, r.phone),
       skipped_moves AS (
         INSERT INTO campaign_counter_moves (campaign_id, pending, sent, delivered, read, failed, skipped)
-        SELECT campaign_id, -count(*), 0, 0, 0, 0, count(*) FROM skipped GROUP BY campaign_id)`;
+        SELECT campaign_id, -count(*), 0, 0, 0, 0, count(*) FROM skipped GROUP BY campaign_id),
+      skipped_prefixes AS (
+        SELECT s.campaign_id, left(s.phone, 5) AS prefix, count(*)::int AS n FROM skipped s GROUP BY 1, 2),
+      estimate_locked AS (
+        SELECT p.campaign_id, p.prefix FROM campaign_audience_prefixes p
+        WHERE (p.campaign_id, p.prefix) IN (SELECT campaign_id, prefix FROM skipped_prefixes)
+        ORDER BY p.campaign_id, p.prefix FOR UPDATE),
+      estimate_moves AS (
+        UPDATE campaign_audience_prefixes p SET recipients = greatest(p.recipients - sp.n, 0)
+        FROM skipped_prefixes sp, estimate_locked l
+        WHERE p.campaign_id = sp.campaign_id AND p.prefix = sp.prefix AND l.campaign_id = p.campaign_id AND l.prefix = p.prefix)`;
 
 export const campaignQueue = {
   /** Running campaigns, the longest-waiting first (round robin between campaigns and tenants). */

@@ -9,6 +9,8 @@ import { completeIdempotencyKey } from '../../http/idempotency.ts';
 import { isoOrNull } from '../../http/nullable.ts';
 import { offsetOf, paginationFor, type PageQuery } from '../../http/pagination.ts';
 import { isUuid } from '../contacts/contacts.repository.ts';
+import { pricingOf } from '../messages/messages.queries.ts';
+import { recordAudiencePrefixes } from './campaigns.cost.ts';
 import { errorCodeText, parseErrorCode } from './campaigns.error-codes.ts';
 import { exclusionsFor } from './campaigns.exclusions.ts';
 import { campaignsRepository as repo, countSkipped, type CampaignRow } from './campaigns.repository.ts';
@@ -23,6 +25,15 @@ function csvField(value: unknown): string {
   // Quote what needs it, and defuse spreadsheet formulas (a value starting with = + - @).
   const safe = /^[=+\-@]/.test(text) && !/^[+-]?\d/.test(text) ? `'${text}` : text;
   return /[",\r\n]/.test(safe) ? `"${safe.replace(/"/g, '""')}"` : safe;
+}
+
+/** The pricing and price of recipients' messages (a recipient's message has the recipient's id), by id. */
+async function pricesOf(db: Db, tenantId: string, ids: string[]) {
+  if (ids.length === 0) return new Map<string, ReturnType<typeof pricingOf>>();
+  const rows = await db.selectFrom('messages')
+    .select(['id', 'pricing_category', 'pricing_type', 'pricing_billable', 'pricing_model', 'price_amount', 'price_currency'])
+    .where('tenant_id', '=', tenantId).where('id', 'in', ids).execute();
+  return new Map(rows.map((r) => [r.id, pricingOf(r)]));
 }
 
 /** Every recipient's outcome (listing, CSV export) and retargeting of the failed ones. */
@@ -40,11 +51,13 @@ export class CampaignRecipients {
     let base = this.db.selectFrom('campaign_recipients').where('campaign_id', '=', id).where('tenant_id', '=', tenantId);
     if (query.status) base = base.where('status', '=', query.status);
     const { rows, total } = await pageWithTotal(base, (q) => q.selectAll().orderBy('id').limit(query.limit).offset(offsetOf(query)));
+    const prices = await pricesOf(this.db, tenantId, rows.map((r) => r.id));
     return {
       data: rows.map((r) => ({
         id: r.id, phone_number: r.phone, contact_id: r.contact_id, status: r.status, message_id: r.message_id,
         error: r.error_title, error_code: r.error_code === null ? null : errorCodeText(r.error_code), attempts: r.attempts, updated_at: isoOrNull(r.updated_at),
         skip_reason: r.skip_reason,
+        ...(prices.get(r.id) ?? { pricing: null, price: null }),
       })),
       pagination: paginationFor(query.page, query.limit, total),
     };
@@ -55,14 +68,19 @@ export class CampaignRecipients {
     await this.campaign(tenantId, id);
     const db = this.db;
     async function* lines() {
-      yield 'id,phone_number,contact_id,status,message_id,error_code,error,attempts,updated_at,skip_reason\n';
+      yield 'id,phone_number,contact_id,status,message_id,error_code,error,attempts,updated_at,skip_reason,pricing_category,pricing_type,price,currency\n';
       let after = '00000000-0000-0000-0000-000000000000';
       for (;;) {
         let q = db.selectFrom('campaign_recipients').selectAll().where('campaign_id', '=', id).where('tenant_id', '=', tenantId).where('id', '>', after);
         if (status) q = q.where('status', '=', status);
         const rows = await q.orderBy('id').limit(CSV_BATCH).execute();
         if (rows.length === 0) return;
-        yield rows.map((r) => [r.id, r.phone, r.contact_id, r.status, r.message_id, r.error_code, r.error_title, r.attempts, isoOrNull(r.updated_at), r.skip_reason].map(csvField).join(',') + '\n').join('');
+        const prices = await pricesOf(db, tenantId, rows.map((r) => r.id));
+        yield rows.map((r) => {
+          const { pricing, price } = prices.get(r.id) ?? { pricing: null, price: null };
+          return [r.id, r.phone, r.contact_id, r.status, r.message_id, r.error_code, r.error_title, r.attempts, isoOrNull(r.updated_at), r.skip_reason,
+            pricing?.category, pricing?.type, price?.amount, price?.currency].map(csvField).join(',') + '\n';
+        }).join('');
         after = rows[rows.length - 1].id;
       }
     }
@@ -112,6 +130,7 @@ export class CampaignRecipients {
         throw validationError(named.length === 0 ? 'The campaign has no failed recipients to retarget' : 'No failed recipient of the campaign has these error codes',
           named.length === 0 ? ['path', 'id'] : ['body', 'error_codes'], named.length === 0 ? id : input.error_codes ?? null);
       }
+      await recordAudiencePrefixes(tx, row.id);
       const skipped = excluded.applies ? await countSkipped(tx, row.id) : 0;
       const materialised = await tx.updateTable('campaigns')
         .set({ total_recipients: total, pending_count: total - skipped, skipped_count: skipped, materialised_at: new Date() })

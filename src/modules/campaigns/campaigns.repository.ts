@@ -1,6 +1,7 @@
 import { sql, type Selectable } from 'kysely';
 import type { Queryable, Tx } from '../../db/database.ts';
 import type { CampaignsTable } from '../../db/schema.ts';
+import { recordAudiencePrefixes } from './campaigns.cost.ts';
 import { exclusionsFor } from './campaigns.exclusions.ts';
 import { countTransitions } from './campaigns.metrics.ts';
 import { TRANSITIONS, type CampaignAction } from './campaigns.states.ts';
@@ -139,6 +140,7 @@ export const campaignsRepository = {
       await sql`SET LOCAL default_statistics_target = 10`.execute(tx);
       await sql`ANALYZE campaign_recipients`.execute(tx);
     }
+    await recordAudiencePrefixes(tx, campaign.id);
     return tx.updateTable('campaigns')
       .set({ total_recipients: total, pending_count: total - skipped, skipped_count: skipped, materialised_at: new Date(), updated_at: new Date() })
       .where('id', '=', campaign.id).returningAll().executeTakeFirstOrThrow();

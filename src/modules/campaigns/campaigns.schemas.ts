@@ -1,4 +1,5 @@
 import { Type, type Static } from 'typebox';
+import { MessagePrice, MessagePricing } from '../messages/messages.schemas.ts';
 import { Nullable } from '../../http/nullable.ts';
 import { PageOf, PageQuery } from '../../http/pagination.ts';
 import { CAMPAIGN_STATUSES } from './campaigns.states.ts';
@@ -76,10 +77,32 @@ export const Preflight = Type.Object({
   template_quality_score: Nullable(Type.String()),
   messages_per_second: Nullable(Type.Integer()),
   estimated_duration_seconds: Nullable(Type.Integer()),
+  /** The cost estimate (additive): recipients by market times the rate of the template's category. */
+  estimated_cost: Type.Object({
+    currency: Nullable(Type.String()),
+    category: Nullable(Type.String({ description: 'the template\'s category as the card prices it' })),
+    amount: Nullable(Type.Number({ description: 'null when no rate card is in effect' })),
+    by_market: Type.Array(Type.Object({
+      market: Type.String(), recipients: Type.Integer(), rate: Nullable(Type.Number({ description: 'null: the card has no rate for the category in this market (counted as 0)' })), amount: Type.Number(),
+    })),
+  }),
   warnings: Type.Array(Type.String()),
 });
 
-export const CampaignDetail = Type.Object({ ...campaignFields, audiences: Type.Array(AudienceRow), preflight: Preflight });
+const Money = (description: string) => Nullable(Type.Number({ description }));
+
+/** What a campaign costs (additive): amounts are decimal numbers in `currency`, rounded to 4 decimals (docs/cost.md). */
+export const CampaignCost = Type.Object({
+  currency: Nullable(Type.String({ description: 'ISO 4217 currency of the rate card in effect; null when no card is in effect' })),
+  estimated: Money('recipients (skipped excluded) by market times the rate of the template\'s category on the card in effect now; null without a card in effect'),
+  spent: Type.Number({ description: 'sum of the prices of the campaign\'s charged messages, from the pricing of their status callbacks' }),
+  by_category: Type.Record(Type.String(), Type.Object({
+    messages: Type.Integer({ description: 'charged messages (a message that failed after its price arrived is taken back)' }),
+    amount: Type.Number(),
+  }), { description: 'spent by the pricing category of the callbacks (marketing, utility, authentication, authentication_international, service...)' }),
+});
+
+export const CampaignDetail = Type.Object({ ...campaignFields, audiences: Type.Array(AudienceRow), preflight: Preflight, cost: CampaignCost });
 export type CampaignDetail = Static<typeof CampaignDetail>;
 
 export const CampaignList = Type.Object({ data: Type.Array(Campaign) });
@@ -152,6 +175,9 @@ export const Recipient = Type.Object({
   ...RecipientRow.properties,
   /** The upstream error code as the errors endpoints show it (digits); null without one. */
   error_code: Nullable(Type.String()),
+  /** The pricing of the recipient's message callbacks and its price (additive; null until its pricing arrives). */
+  pricing: Nullable(MessagePricing),
+  price: Nullable(MessagePrice),
   attempts: Type.Integer(),
   updated_at: Nullable(Type.String()),
   /** Why a skipped recipient was never sent: opted_out, marketing_blocked_country or frequency_cap; null otherwise. */

@@ -12,6 +12,8 @@ import { isUuid } from '../contacts/contacts.repository.ts';
 import { placeholderPlan } from '../templates/templates.grammar.ts';
 import { templatesRepository } from '../templates/templates.repository.ts';
 import { checkMappingAgainstTemplate, isContactField, mediaIdsOf, normaliseMapping, renderComponents, templateNeedsParameters, type MappedContact, type VariableMapping } from './campaigns.mapping.ts';
+import type { RateCard, RateCards } from '../pricing/rate-card.ts';
+import { campaignCost, estimateCost } from './campaigns.cost.ts';
 import { errorCodeText, parseErrorCode } from './campaigns.error-codes.ts';
 import { excludedCounts, exclusionsFor, NONE_EXCLUDED, totalExcluded, type ExcludedCounts } from './campaigns.exclusions.ts';
 import { audienceCondition, campaignsRepository as repo, type Audience, type CampaignRow, type TransitionSet } from './campaigns.repository.ts';
@@ -136,7 +138,7 @@ function skippedWarning(excluded: ExcludedCounts, audienceSize: number): string 
 }
 
 export class CampaignsService {
-  constructor(private db: Db, private messagingLimitWindowMs = 86_400_000) {}
+  constructor(private db: Db, private rateCards: RateCards, private messagingLimitWindowMs = 86_400_000) {}
 
   async list(tenantId: string): Promise<{ data: Campaign[] }> {
     return { data: (await repo.list(this.db, tenantId)).map(toCampaign) };
@@ -150,15 +152,22 @@ export class CampaignsService {
 
   async get(tenantId: string, id: string): Promise<CampaignDetail> {
     const row = await this.mustFind(this.db, tenantId, id);
-    return { ...toCampaign(row), audiences: audiencesOf(row), preflight: await this.preflight(row) };
+    return this.detail(row);
+  }
+
+  /** GET one campaign's answer (and of the calls that answer it): with its pre-flight and cost. */
+  private async detail(row: CampaignRow, db: Db | Tx = this.db, card?: RateCard): Promise<CampaignDetail> {
+    card ??= await this.rateCards.current();
+    const estimate = await estimateCost(db, row, card);
+    return { ...toCampaign(row), audiences: audiencesOf(row), preflight: await this.preflight(row, db, estimate), cost: await campaignCost(db, row, card, estimate) };
   }
 
   /**
    * Audience size, the recipients a MARKETING campaign skips, the rest against the portfolio's
    * messaging limit (what it allows now, and until when the rest wait), the template's standing,
-   * and how long dispatch takes at the number's pace.
+   * how long dispatch takes at the number's pace, and what it is estimated to cost.
    */
-  private async preflight(row: CampaignRow, db: Db | Tx = this.db): Promise<CampaignDetail['preflight']> {
+  private async preflight(row: CampaignRow, db: Db | Tx, estimatedCost: CampaignDetail['preflight']['estimated_cost']): Promise<CampaignDetail['preflight']> {
     const audienceSize = row.materialised_at ? row.total_recipients : await this.audienceCount(db, row.tenant_id, { groups: row.audience_groups, sources: row.audience_sources });
     const excluded = await this.excluded(db, row);
     const skipped = totalExcluded(excluded);
@@ -200,6 +209,7 @@ export class CampaignsService {
       template_quality_score: template?.quality_score ?? null,
       messages_per_second: account?.messages_per_second ?? null,
       estimated_duration_seconds: account ? Math.ceil(size / account.messages_per_second) : null,
+      estimated_cost: estimatedCost,
       warnings,
     };
   }
@@ -301,7 +311,7 @@ export class CampaignsService {
       if (!updated.materialised_at) await recordEvents(tx, tenantId, [{ type: 'campaign.updated', data: campaignEventData(updated) }]);
       return updated;
     });
-    return { ...toCampaign(row), audiences: audiencesOf(row), preflight: await this.preflight(row) };
+    return this.detail(row);
   }
 
   /**
@@ -309,6 +319,8 @@ export class CampaignsService {
    * when read but lost to a concurrent move before the conditional UPDATE: 409.
    */
   async act(tenantId: string, id: string, action: 'send' | 'schedule' | 'pause' | 'resume' | 'stop', input: { scheduled_at?: string } = {}): Promise<CampaignDetail> {
+    // Read before the transaction: the embedded database has one connection, which it holds.
+    const card = await this.rateCards.current();
     return this.db.transaction().execute(async (tx) => {
       const current = await this.mustFind(tx, tenantId, id);
       if (!canTransition(action, current.status)) {
@@ -330,7 +342,7 @@ export class CampaignsService {
       if (!moved) throw new AppError('CONFLICT', `The campaign changed status concurrently; re-read it and retry`);
       if (starts) moved = await repo.materialise(tx, moved);
       await recordTransition(tx, moved, action);
-      const detail = { ...toCampaign(moved), audiences: audiencesOf(moved), preflight: await this.preflight(moved, tx) };
+      const detail = await this.detail(moved, tx, card);
       await completeIdempotencyKey(tx, detail);
       return detail;
     });

@@ -4,6 +4,7 @@ import { pageWithTotal } from '../../db/page.ts';
 import type { InboundMessagesTable, MessagesTable } from '../../db/schema.ts';
 import { isoOrNull } from '../../http/nullable.ts';
 import { isUuid } from '../contacts/contacts.repository.ts';
+import { roundMoney } from '../pricing/rate-card.ts';
 import type { InboundMessage, Message, MessageListQuery, OutboundMessage } from './messages.schemas.ts';
 
 type MessageRow = Selectable<MessagesTable>;
@@ -12,12 +13,23 @@ type InboundRow = Selectable<InboundMessagesTable>;
 const COLUMNS = [
   'id', 'upstream_message_id', 'to_phone', 'contact_id', 'campaign_id', 'template_name', 'language', 'status',
   'sent_at', 'delivered_at', 'read_at', 'failed_at', 'error_code', 'error_title', 'reactions', 'created_at', 'updated_at',
+  'pricing_category', 'pricing_type', 'pricing_billable', 'pricing_model', 'price_amount', 'price_currency',
 ] as const;
 
 const INBOUND_COLUMNS = [
   'id', 'upstream_message_id', 'from_phone', 'from_user_id', 'contact_id', 'type', 'text', 'details', 'reactions',
   'edited_at', 'deleted_at', 'received_at', 'created_at',
 ] as const;
+
+type PricingColumns = Pick<MessageRow, 'pricing_category' | 'pricing_type' | 'pricing_billable' | 'pricing_model' | 'price_amount' | 'price_currency'>;
+
+/** A sent message's `pricing` and `price` (GET /messages, the campaign recipients); received messages have none. */
+export function pricingOf(row: PricingColumns): Pick<OutboundMessage, 'pricing' | 'price'> {
+  return {
+    pricing: row.pricing_category === null ? null : { category: row.pricing_category, type: row.pricing_type, billable: row.pricing_billable, pricing_model: row.pricing_model },
+    price: row.price_amount === null || row.price_currency === null ? null : { amount: roundMoney(Number(row.price_amount)), currency: row.price_currency },
+  };
+}
 
 export function toMessage(row: Pick<MessageRow, (typeof COLUMNS)[number]>): OutboundMessage {
   return {
@@ -37,6 +49,7 @@ export function toMessage(row: Pick<MessageRow, (typeof COLUMNS)[number]>): Outb
     // A refusal or a timeout of the send call leaves a title (and the upstream's code, when it gave one).
     error: row.error_title === null && row.error_code === null ? null : { code: row.error_code, title: row.error_title ?? '' },
     reactions: row.reactions ?? [],
+    ...pricingOf(row),
     created_at: row.created_at.toISOString(),
     updated_at: isoOrNull(row.updated_at),
   };

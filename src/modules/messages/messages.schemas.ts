@@ -26,6 +26,20 @@ export const SendResult = Type.Object({
 });
 export type SendResult = Static<typeof SendResult>;
 
+/** The `pricing` of the message's status callbacks (Meta's, reference §7), as the first that carried one said it. Additive. */
+export const MessagePricing = Type.Object({
+  category: Type.String({ description: 'marketing, utility, authentication, authentication_international, service, marketing_lite, referral_conversion' }),
+  type: Nullable(Type.String({ description: 'regular, free_customer_service or free_entry_point' })),
+  billable: Nullable(Type.Boolean()),
+  pricing_model: Nullable(Type.String({ description: 'PMP (per-message pricing)' })),
+});
+
+/** What the message costs: its pricing on the rate card in effect when it was sent (0 when free). Additive. */
+export const MessagePrice = Type.Object({
+  amount: Type.Number({ description: 'decimal amount in `currency`, rounded to 4 decimals' }),
+  currency: Type.String({ description: 'ISO 4217, the rate card\'s' }),
+});
+
 // unknown: the send's answer never came and no callback has said yet what became of it.
 const STATUSES = ['accepted', 'unknown', 'sent', 'delivered', 'read', 'failed'] as const;
 
@@ -52,6 +66,8 @@ export const OutboundMessage = Type.Object({
   failed_at: Nullable(Type.String()),
   error: Nullable(Type.Object({ code: Nullable(Type.Integer()), title: Type.String() })),
   reactions: Reactions,
+  pricing: Nullable(MessagePricing),
+  price: Nullable(MessagePrice),
   created_at: Type.String(),
   updated_at: Nullable(Type.String()),
 });

@@ -1,6 +1,7 @@
 import { sql } from 'kysely';
 import type { Tx } from '../../db/database.ts';
 import { recordEvents, type NewEvent } from '../../events/events.ts';
+import type { Pricing, RateCard } from '../pricing/rate-card.ts';
 
 export type DeliveryStatus = 'sent' | 'delivered' | 'read' | 'failed';
 
@@ -14,6 +15,8 @@ export interface StatusUpdate {
   /** biz_opaque_callback_data: our message row id. */
   callbackData: string | null;
   error?: { code: number; title: string } | null;
+  /** The callback's `pricing` (Meta sends it on `sent` and on one of delivered/read). */
+  pricing?: Pricing | null;
 }
 
 /** One status a message moved to, with the row's identity (campaign code hooks in here). */
@@ -30,11 +33,25 @@ export interface AppliedStatus {
   error: { code: number | null; title: string } | null;
 }
 
+interface Change {
+  id: string; wamid: string; status: DeliveryStatus; rank: number; sent: Date | null; delivered: Date | null; read: Date | null; failed: Date | null;
+  code: number | null; title: string | null;
+  /** The message's first pricing, when this batch brings it, and its price (null: the card has no rate). */
+  pricing: Pricing | null; price: { amount: number; currency: string } | null;
+  /** The price is set (a first pricing, or a failure taking a charge back: 0). */
+  setPrice: boolean;
+  /** How the campaign's spend moves: one charged message, one taken back (-1), or none. */
+  move: { category: string; currency: string; messages: number; amount: number } | null;
+}
+
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 interface Row {
   id: string; upstream_message_id: string | null; status: string; status_rank: number; to_phone: string;
   contact_id: string | null; campaign_id: string | null; template_name: string;
+  sent_at: Date | null; created_at: Date; priced: boolean;
+  /** The stored price (numeric as text) and what it was charged as. */
+  price_amount: string | null; price_currency: string | null; pricing_category: string | null;
 }
 
 /**
@@ -71,12 +88,18 @@ export function messageMatcher<R extends { id: string; upstream_message_id: stri
  * emits nothing (duplicates and late `delivered` after `read`); failed is final. Several steps for
  * one message in the same batch each emit their event, in order. Messages are found by upstream
  * id, or by our row id from biz_opaque_callback_data when the callback overtook the send response.
+ *
+ * The first `pricing` a message's callbacks carry is kept with its price on `card` (the rate in
+ * effect when the message was sent), in the same update; a later one (Meta repeats it on delivered
+ * or read) changes nothing, also when it comes before a status that is applied. A campaign
+ * message's charged price moves its campaign's spend (campaign_cost_moves) in that same statement.
  */
-export async function applyMessageStatuses(tx: Tx, tenantId: string, updates: StatusUpdate[]): Promise<{ applied: AppliedStatus[]; unknown: StatusUpdate[] }> {
+export async function applyMessageStatuses(tx: Tx, tenantId: string, updates: StatusUpdate[], card?: RateCard): Promise<{ applied: AppliedStatus[]; unknown: StatusUpdate[] }> {
   if (updates.length === 0) return { applied: [], unknown: [] };
   const { rows } = await sql<Row>`
     ${namedMessageIds(updates)}
-    SELECT m.id, m.upstream_message_id, m.status, m.status_rank, m.to_phone, m.contact_id, m.campaign_id, m.template_name
+    SELECT m.id, m.upstream_message_id, m.status, m.status_rank, m.to_phone, m.contact_id, m.campaign_id, m.template_name,
+      m.sent_at, m.created_at, m.pricing_category IS NOT NULL AS priced, m.price_amount, m.price_currency, m.pricing_category
     FROM ids JOIN messages m ON m.id = ids.id
     WHERE m.tenant_id = ${tenantId}
     ORDER BY m.id FOR UPDATE OF m`.execute(tx);
@@ -93,10 +116,13 @@ export async function applyMessageStatuses(tx: Tx, tenantId: string, updates: St
   }
 
   const applied: AppliedStatus[] = [];
-  const changes: { id: string; wamid: string; status: DeliveryStatus; rank: number; sent: Date | null; delivered: Date | null; read: Date | null; failed: Date | null; code: number | null; title: string | null }[] = [];
+  const changes: Change[] = [];
   for (const { row, updates: rowUpdates } of perRow.values()) {
     let rank = row.status_rank;
-    const change = { id: row.id, wamid: rowUpdates[0].upstreamMessageId, status: row.status as DeliveryStatus, rank, sent: null as Date | null, delivered: null as Date | null, read: null as Date | null, failed: null as Date | null, code: null as number | null, title: null as string | null };
+    const change: Change = {
+      id: row.id, wamid: rowUpdates[0].upstreamMessageId, status: row.status as DeliveryStatus, rank, sent: null, delivered: null, read: null, failed: null, code: null, title: null,
+      pricing: null, price: null, setPrice: false, move: null,
+    };
     const ordered = [...rowUpdates].sort((a, b) => STATUS_RANK[a.status] - STATUS_RANK[b.status]);
     for (const u of ordered) {
       if (rank >= STATUS_RANK.failed || STATUS_RANK[u.status] <= rank) continue;
@@ -111,22 +137,55 @@ export async function applyMessageStatuses(tx: Tx, tenantId: string, updates: St
         contactId: row.contact_id, campaignId: row.campaign_id, templateName: row.template_name, error,
       });
     }
-    if (rank !== row.status_rank) changes.push(change);
+    const pricing = row.priced ? undefined : ordered.find((u) => u.pricing)?.pricing;
+    if (pricing) {
+      change.pricing = pricing;
+      change.price = card?.price(row.to_phone, pricing, row.sent_at ?? change.sent ?? row.created_at) ?? null;
+      change.setPrice = true;
+    }
+    // Meta charges a message when it is delivered: one that fails after its `sent` was priced costs nothing.
+    const failsNow = change.status === 'failed' && row.status !== 'failed';
+    const charged = Number(row.price_amount ?? 0);
+    if (failsNow && (charged > 0 || (change.price?.amount ?? 0) > 0)) {
+      if (charged > 0) change.move = { category: row.pricing_category!, currency: row.price_currency!, messages: -1, amount: -charged };
+      change.price = { amount: 0, currency: change.price?.currency ?? row.price_currency! };
+      change.setPrice = true;
+    } else if (change.price && change.price.amount > 0) {
+      change.move = { category: pricing!.category, currency: change.price.currency, messages: 1, amount: change.price.amount };
+    }
+    if (rank !== row.status_rank || pricing) changes.push(change);
   }
 
   if (changes.length > 0) {
-    const values = sql.join(changes.map((c) => sql`(${c.id}::uuid, ${c.wamid}::text, ${c.status}::text, ${c.rank}::smallint, ${c.sent}::timestamptz, ${c.delivered}::timestamptz, ${c.read}::timestamptz, ${c.failed}::timestamptz, ${c.code}::integer, ${c.title}::text)`));
+    const values = sql.join(changes.map((c) => sql`(${c.id}::uuid, ${c.wamid}::text, ${c.status}::text, ${c.rank}::smallint, ${c.sent}::timestamptz, ${c.delivered}::timestamptz,
+      ${c.read}::timestamptz, ${c.failed}::timestamptz, ${c.code}::integer, ${c.title}::text, ${c.pricing !== null}::boolean, ${c.pricing?.category ?? null}::text,
+      ${c.pricing?.type ?? null}::text, ${c.pricing?.billable ?? null}::boolean, ${c.pricing?.pricing_model ?? null}::text, ${c.setPrice}::boolean,
+      ${c.price?.amount ?? null}::numeric, ${c.price?.currency ?? null}::text, ${c.move?.category ?? null}::text, ${c.move?.currency ?? null}::text,
+      ${c.move?.messages ?? 0}::integer, ${c.move?.amount ?? 0}::numeric)`));
+    // One statement: the messages' update, and the spend of the campaign messages it priced.
     await sql`
-      UPDATE messages AS m SET
-        status = v.status, status_rank = v.rank,
-        upstream_message_id = coalesce(m.upstream_message_id, v.wamid),
-        sent_at = coalesce(m.sent_at, v.sent_at), delivered_at = coalesce(m.delivered_at, v.delivered_at),
-        read_at = coalesce(m.read_at, v.read_at), failed_at = coalesce(m.failed_at, v.failed_at),
-        error_code = coalesce(v.code, m.error_code), error_title = coalesce(v.title, m.error_title),
-        updated_at = now()
-      FROM (VALUES ${values}) AS v(id, wamid, status, rank, sent_at, delivered_at, read_at, failed_at, code, title)
-      WHERE m.tenant_id = ${tenantId} AND m.id = v.id`.execute(tx);
-    await recordEvents(tx, tenantId, applied.map((a): NewEvent => ({ type: `message.${a.status}`, data: statusEventData(a) })));
+      WITH updated AS (
+        UPDATE messages AS m SET
+          status = v.status, status_rank = v.rank,
+          upstream_message_id = coalesce(m.upstream_message_id, v.wamid),
+          sent_at = coalesce(m.sent_at, v.sent_at), delivered_at = coalesce(m.delivered_at, v.delivered_at),
+          read_at = coalesce(m.read_at, v.read_at), failed_at = coalesce(m.failed_at, v.failed_at),
+          error_code = coalesce(v.code, m.error_code), error_title = coalesce(v.title, m.error_title),
+          pricing_category = CASE WHEN v.priced THEN v.p_category ELSE m.pricing_category END,
+          pricing_type = CASE WHEN v.priced THEN v.p_type ELSE m.pricing_type END,
+          pricing_billable = CASE WHEN v.priced THEN v.p_billable ELSE m.pricing_billable END,
+          pricing_model = CASE WHEN v.priced THEN v.p_model ELSE m.pricing_model END,
+          price_amount = CASE WHEN v.set_price THEN v.amount ELSE m.price_amount END,
+          price_currency = CASE WHEN v.set_price THEN v.currency ELSE m.price_currency END,
+          updated_at = now()
+        FROM (VALUES ${values}) AS v(id, wamid, status, rank, sent_at, delivered_at, read_at, failed_at, code, title,
+          priced, p_category, p_type, p_billable, p_model, set_price, amount, currency, move_category, move_currency, move_messages, move_amount)
+        WHERE m.tenant_id = ${tenantId} AND m.id = v.id
+        RETURNING m.campaign_id, v.move_category, v.move_currency, v.move_messages, v.move_amount)
+      INSERT INTO campaign_cost_moves (campaign_id, category, currency, messages, amount)
+      SELECT campaign_id, move_category, move_currency, sum(move_messages)::int, sum(move_amount) FROM updated
+      WHERE move_messages <> 0 AND campaign_id IS NOT NULL GROUP BY campaign_id, move_category, move_currency`.execute(tx);
+    if (applied.length > 0) await recordEvents(tx, tenantId, applied.map((a): NewEvent => ({ type: `message.${a.status}`, data: statusEventData(a) })));
   }
   return { applied, unknown };
 }

@@ -1806,6 +1806,19 @@ export interface components {
                 from: null | string;
                 reacted_at: string;
             }[];
+            pricing: null | {
+                /** @description marketing, utility, authentication, authentication_international, service, marketing_lite, referral_conversion */
+                category: string;
+                type: null | string;
+                billable: null | boolean;
+                pricing_model: null | string;
+            };
+            price: null | {
+                /** @description decimal amount in `currency`, rounded to 4 decimals */
+                amount: number;
+                /** @description ISO 4217, the rate card's */
+                currency: string;
+            };
             created_at: string;
             updated_at: null | string;
         } | {
@@ -1942,6 +1955,20 @@ export interface components {
             updated_at: null | string;
             audiences: components["schemas"]["CampaignAudience"][];
             preflight: components["schemas"]["CampaignPreflight"];
+            cost: {
+                currency: null | string;
+                estimated: null | number;
+                /** @description sum of the prices of the campaign's charged messages, from the pricing of their status callbacks */
+                spent: number;
+                /** @description spent by the pricing category of the callbacks (marketing, utility, authentication, authentication_international, service...) */
+                by_category: {
+                    [key: string]: {
+                        /** @description charged messages (a message that failed after its price arrived is taken back) */
+                        messages: number;
+                        amount: number;
+                    };
+                };
+            };
         };
         CampaignList: {
             data: components["schemas"]["Campaign"][];
@@ -1984,6 +2011,17 @@ export interface components {
             template_quality_score: null | string;
             messages_per_second: null | number;
             estimated_duration_seconds: null | number;
+            estimated_cost: {
+                currency: null | string;
+                category: null | string;
+                amount: null | number;
+                by_market: {
+                    market: string;
+                    recipients: number;
+                    rate: null | number;
+                    amount: number;
+                }[];
+            };
             warnings: string[];
         };
         CampaignAudience: {
@@ -2069,6 +2107,19 @@ export interface components {
             message_id: null | string;
             error: null | string;
             error_code: null | string;
+            pricing: null | {
+                /** @description marketing, utility, authentication, authentication_international, service, marketing_lite, referral_conversion */
+                category: string;
+                type: null | string;
+                billable: null | boolean;
+                pricing_model: null | string;
+            };
+            price: null | {
+                /** @description decimal amount in `currency`, rounded to 4 decimals */
+                amount: number;
+                /** @description ISO 4217, the rate card's */
+                currency: string;
+            };
             attempts: number;
             updated_at: null | string;
             skip_reason: null | string;
