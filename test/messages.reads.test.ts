@@ -27,6 +27,7 @@ describe('messages: GET /messages and GET /messages/{id}', () => {
       id: expect.stringMatching(/^[0-9a-f-]{36}$/), direction: 'outbound', message_id: sent.message_id, to: phone, contact_id: contact.id, campaign_id: null,
       template_name: template.template_name, language: 'en', status: 'read',
       sent_at: expect.any(String), delivered_at: expect.any(String), read_at: expect.any(String), failed_at: null, error: null, reactions: [],
+      pricing: { category: 'utility', type: 'regular', billable: true, pricing_model: 'PMP' }, price: { amount: expect.any(Number), currency: 'USD' },
       created_at: expect.any(String), updated_at: expect.any(String),
     });
     expect(Date.parse(read.read_at)).toBeGreaterThanOrEqual(Date.parse(read.sent_at));
