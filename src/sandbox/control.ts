@@ -3,7 +3,7 @@ import type { HeldMessage } from './held.ts';
 import { HELD_FATES, RULE_OUTCOMES, ruleJson, type HeldFate, type RecipientRule, type RuleOutcome } from './recipients.ts';
 import { digitsOf } from './sends-log.ts';
 import { createHash, randomInt } from 'node:crypto';
-import { displayPhoneNumber, type MediaRecord, type Reply, type SandboxConfig, type SandboxState } from './state.ts';
+import { displayPhoneNumber, postNumberChange, type MediaRecord, type Reply, type SandboxConfig, type SandboxState } from './state.ts';
 import { PAUSE_TITLES, REVIEW_STATUSES, type PauseTitle, type ReviewStatus, type SandboxTemplate } from './templates.ts';
 
 type Obj = Record<string, unknown>;
@@ -213,21 +213,7 @@ export function inbound(state: SandboxState, body: unknown): Reply {
     const response = typeof body.flow_token === 'string' ? { flow_token: body.flow_token, ...(body.flow_response as Obj) } : body.flow_response;
     message.interactive = { type: 'nfm_reply', nfm_reply: { name: 'flow', body: 'Sent', response_json: JSON.stringify(response) } };
   }
-  state.deliverer.post({
-    object: 'whatsapp_business_account',
-    entry: [{
-      id: state.templates.wabaOf(body.to_phone_number_id) ?? body.to_phone_number_id,
-      changes: [{
-        field: 'messages',
-        value: {
-          messaging_product: 'whatsapp',
-          metadata: { display_phone_number: displayPhoneNumber(body.to_phone_number_id), phone_number_id: body.to_phone_number_id },
-          contacts: [contact],
-          messages: [message],
-        },
-      }],
-    }],
-  });
+  postNumberChange(state, body.to_phone_number_id, 'messages', { contacts: [contact], messages: [message] });
   return { status: 200, body: { message_id: messageId, ...(media ? { media_id: media.id } : {}) } };
 }
 

@@ -53,6 +53,27 @@ export interface Reply {
 export const displayPhoneNumber = (phoneNumberId: string) => '1555' + phoneNumberId.replace(/\D/g, '').slice(-7).padStart(7, '0');
 
 /**
+ * Posts Meta's callback of a phone number's `field` (messages, user_preferences): one entry under
+ * the number's WABA, its `metadata`, and `value`'s own keys beside them.
+ */
+export function postNumberChange(state: SandboxState, phoneNumberId: string, field: string, value: Record<string, unknown>): void {
+  void state.deliverer.post({
+    object: 'whatsapp_business_account',
+    entry: [{
+      id: state.templates.wabaOf(phoneNumberId) ?? phoneNumberId,
+      changes: [{
+        field,
+        value: {
+          messaging_product: 'whatsapp',
+          metadata: { display_phone_number: displayPhoneNumber(phoneNumberId), phone_number_id: phoneNumberId },
+          ...value,
+        },
+      }],
+    }],
+  });
+}
+
+/**
  * Where a media object's `url` points, like Meta's lookaside host: the bytes, with the same Bearer
  * token, or 404 once the media is gone.
  */

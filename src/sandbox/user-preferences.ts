@@ -1,5 +1,5 @@
 import { digitsOf } from './sends-log.ts';
-import { displayPhoneNumber, type Reply, type SandboxState } from './state.ts';
+import { postNumberChange, type Reply, type SandboxState } from './state.ts';
 
 const VALUES = ['stop', 'resume'] as const;
 const DETAIL = { stop: 'User requested to stop marketing messages', resume: 'User requested to resume marketing messages' };
@@ -24,20 +24,9 @@ export function userPreferences(state: SandboxState, body: unknown): Reply {
   const waId = typeof b.from === 'string' ? digitsOf(b.from) : undefined;
   const userId = typeof b.from_user_id === 'string' ? b.from_user_id : undefined;
   const timestamp = (b.timestamp as number | undefined) ?? Math.floor(Date.now() / 1000);
-  void state.deliverer.post({
-    object: 'whatsapp_business_account',
-    entry: [{
-      id: state.templates.wabaOf(b.to_phone_number_id) ?? b.to_phone_number_id,
-      changes: [{
-        field: 'user_preferences',
-        value: {
-          messaging_product: 'whatsapp',
-          metadata: { display_phone_number: displayPhoneNumber(b.to_phone_number_id), phone_number_id: b.to_phone_number_id },
-          contacts: [{ profile: { name: 'Sandbox User' }, wa_id: waId, user_id: userId }],
-          user_preferences: [{ wa_id: waId, user_id: userId, detail: DETAIL[value], category: 'marketing_messages', value, timestamp }],
-        },
-      }],
-    }],
+  postNumberChange(state, b.to_phone_number_id, 'user_preferences', {
+    contacts: [{ profile: { name: 'Sandbox User' }, wa_id: waId, user_id: userId }],
+    user_preferences: [{ wa_id: waId, user_id: userId, detail: DETAIL[value], category: 'marketing_messages', value, timestamp }],
   });
   return { status: 200, body: { to_phone_number_id: b.to_phone_number_id, wa_id: waId ?? null, user_id: userId ?? null, value, timestamp } };
 }
