@@ -5,7 +5,7 @@ import { createServer, type Server } from 'node:net';
 import { networkInterfaces } from 'node:os';
 import { join, resolve } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { makeTempDir, removeTempDir } from './helpers/app.ts';
+import { eventually, makeTempDir, removeTempDir } from './helpers/app.ts';
 import { freePort } from './helpers/process.ts';
 
 const ROOT = resolve(import.meta.dirname, '..');
@@ -92,7 +92,8 @@ describe('the compiled package and its process', () => {
       const stdoutLines = npm.stdout().split('\n').filter((l) => l.trim() !== '' && !l.startsWith('> '));
       for (const line of stdoutLines) expect(() => JSON.parse(line), line).not.toThrow();
       if (signal === 'SIGTERM') {
-        expect(npm.stderr()).toMatch(/Demo tenant created[\s\S]*API key:\s+svc_sk_live_/);
+        // The demo tenant is seeded once the listener is up, so the banner may follow /healthz.
+        await eventually(async () => /Demo tenant created[\s\S]*API key:\s+svc_sk_live_/.test(npm.stderr()), 60_000);
         // The first start copied the build's migrated database template instead of initialising one.
         expect(npm.stdout()).not.toContain('applied migration');
       }
