@@ -317,6 +317,17 @@ export const campaignQueue = {
   },
 
   /**
+   * A live worker's recipients still in flight keep their leases (never shortened: an unknown
+   * outcome's reconciliation window may already reach further). Rows being recorded are skipped.
+   */
+  async renewLeases(db: Db, ids: string[], leaseMs: number): Promise<void> {
+    await sql`
+      UPDATE campaign_recipients r SET lease_until = greatest(r.lease_until, now() + ${leaseMs} * interval '1 millisecond')
+      FROM (SELECT id FROM campaign_recipients WHERE id = ANY(${ids}::uuid[]) AND status = 'sending' ORDER BY id FOR UPDATE SKIP LOCKED) l
+      WHERE r.id = l.id`.execute(db);
+  },
+
+  /**
    * Recipients whose wait is over: deferred ones go back to pending, to be claimed like any other
    * (the deferred attempt is given back: deferrals have their own limit, not CAMPAIGN_MAX_ATTEMPTS);
    * held ones with no word from the upstream by then count as sent (WhatsApp took them; a later
@@ -375,6 +386,9 @@ export const campaignQueue = {
   /** RUNNING -> COMPLETED once no recipient is pending or sending. */
   async completeIfDone(db: Db, campaignId: string): Promise<CampaignRow | undefined> {
     return db.transaction().execute(async (tx) => {
+      // Locked before the counters are folded: a callback sending a recipient back to pending holds
+      // a share lock on the campaign until its move is committed, so the fold then counts it.
+      await sql`SELECT id FROM campaigns WHERE id = ${campaignId}::uuid FOR NO KEY UPDATE`.execute(tx);
       await foldCounterMoves(tx, [campaignId]);
       const row = await tx.updateTable('campaigns').set({ status: 'COMPLETED', completed_at: new Date(), updated_at: new Date() })
         .where('id', '=', campaignId).where('status', '=', 'RUNNING').where('pending_count', '<=', 0)
