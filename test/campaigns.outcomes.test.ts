@@ -148,6 +148,20 @@ describe('campaigns: every upstream answer through the outcome model', () => {
     await t.deps.db.updateTable('campaigns').set({ status: 'STOPPED' }).where('id', '=', id).execute();
   });
 
+  it('the account\'s statuses_through follows the latest committed status timestamp, never back', async () => {
+    const tenant = await createConnectedTenant(t.app);
+    const through = async () => (await t.deps.db.selectFrom('business_accounts').select('statuses_through').where('tenant_id', '=', tenant.id).executeTakeFirstOrThrow()).statuses_through;
+    expect(await through()).toBeNull();
+    const status = (seconds: number) => statusCallback(tenant.phoneNumberId, [{ id: `wamid.${seconds}`, status: 'delivered', timestamp: String(seconds), recipient_id: '14155550100' }]);
+    const now = Math.floor(Date.now() / 1000);
+    expect((await postCallback(t.app, status(now))).statusCode).toBe(200);
+    expect(await through()).toEqual(new Date(now * 1000));
+    expect((await postCallback(t.app, status(now - 30))).statusCode).toBe(200);
+    expect(await through()).toEqual(new Date(now * 1000));
+    expect((await postCallback(t.app, status(now + 5))).statusCode).toBe(200);
+    expect(await through()).toEqual(new Date((now + 5) * 1000));
+  });
+
   it('a recipient Meta deferred (131049) waits as deferred, is retried after CAMPAIGN_DEFER_MS and sent; the campaign completes only then', { timeout: 60_000 }, async () => {
     const tenant = await createConnectedTenant(t.app);
     const workers = runCampaignWorkers(t, [tenant.id]);

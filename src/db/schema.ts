@@ -42,6 +42,8 @@ export interface BusinessAccountsTable {
   /** The portfolio's messaging limit (unique users per window); null: unlimited. */
   messaging_limit: number | null;
   messaging_limit_updated_at: Timestamp | null;
+  /** Latest status timestamp among committed status callbacks (migrations/0027). */
+  statuses_through: Timestamp | null;
   connected_at: ColumnType<Date, Date | string | undefined, Date | string>;
   updated_at: Timestamp | null;
 }

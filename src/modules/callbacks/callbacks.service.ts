@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import { sql } from 'kysely';
 import type { Logger } from 'pino';
 import type { Db, Tx } from '../../db/database.ts';
 import { recordEvents, type NewEvent } from '../../events/events.ts';
@@ -108,6 +109,8 @@ export class CallbacksService {
    * on its own messages), and the phone-number id is unique among active accounts.
    */
   private routes = new Map<string, { tenantId: string | undefined; until: number }>();
+  /** Per tenant, the statuses_through this process last wrote: a busy number writes it once a second at most. */
+  private statusesThrough = new Map<string, number>();
 
   constructor(private db: Db, private templateSync: TemplateStatusSync, private logger?: Logger, private routeCacheMs = 2000,
     private rateCards = new RateCards(db)) {}
@@ -203,8 +206,29 @@ export class CallbacksService {
         if (batch.inbound.length > 0) inbound += await this.recordInbound(tx, tenantId, batch.inbound);
         if (batch.preferences.length > 0) preferences += await applyUserPreferences(tx, tenantId, batch.preferences);
       });
+      if (batch.statuses.length > 0) await this.advanceStatusesThrough(tenantId, batch.statuses);
     }
     return { statuses, inbound, templates, accounts, preferences, ignored };
+  }
+
+  /**
+   * After the statuses are committed (never before: reconciliation reads it as "whatever the
+   * upstream said until then is recorded"), the account's statuses_through moves up to the latest
+   * status timestamp of the batch. Timestamps are whole seconds, so one write a second at most.
+   */
+  private async advanceStatusesThrough(tenantId: string, statuses: StatusUpdate[]): Promise<void> {
+    const latest = Math.max(...statuses.map((u) => u.timestamp.getTime()));
+    if (!Number.isFinite(latest) || latest <= (this.statusesThrough.get(tenantId) ?? -Infinity)) return;
+    try {
+      await sql`UPDATE business_accounts SET statuses_through = ${new Date(latest)}
+        WHERE tenant_id = ${tenantId}::uuid AND (statuses_through IS NULL OR statuses_through < ${new Date(latest)})`.execute(this.db);
+    } catch (err) {
+      // Behind is the safe side: unknown outcomes wait longer. The next batch moves it on.
+      this.logger?.warn({ err, tenant_id: tenantId }, 'statuses_through not advanced');
+      return;
+    }
+    if (this.statusesThrough.size > 10_000) this.statusesThrough.clear();
+    this.statusesThrough.set(tenantId, latest);
   }
 
   /**
