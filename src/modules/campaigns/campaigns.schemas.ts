@@ -211,7 +211,7 @@ export const RecipientPage = PageOf(Recipient);
 
 export const RetargetBody = Type.Object({
   /** Which recipients: failed (default), not_delivered, delivered_not_read, read_not_replied, replied, clicked, not_clicked. */
-  segment: Type.Optional(Type.Union(SEGMENTS.map((s) => Type.Literal(s)), { default: 'failed' })),
+  segment: Type.Optional(Type.Union(SEGMENTS.map((s) => Type.Literal(s)))),
   // As GET /errors shows them ("131026", "unknown") or as numbers (131026): checked by the service.
   error_codes: Type.Optional(Type.Array(Type.Union([Type.String({ minLength: 1, maxLength: 32 }), Type.Integer()]), { minItems: 1, maxItems: 100 })),
   name: Type.Optional(Type.String({ minLength: 1, maxLength: 120 })),

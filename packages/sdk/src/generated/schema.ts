@@ -2170,10 +2170,7 @@ export interface components {
             pagination: components["schemas"]["Pagination"];
         };
         RetargetRequest: {
-            /**
-             * @default failed
-             * @enum {string}
-             */
+            /** @enum {string} */
             segment?: "failed" | "not_delivered" | "delivered_not_read" | "read_not_replied" | "replied" | "clicked" | "not_clicked";
             error_codes?: (string | number)[];
             name?: string;
