@@ -335,6 +335,8 @@ export interface CampaignsTable {
   held_count: Generated<number>;
   deferred_count: Generated<number>;
   skipped_count: Generated<number>;
+  replied_count: Generated<number>;
+  clicked_count: Generated<number>;
   failure_reason: string | null;
   paused_reason: string | null;
   retry_deferred: Generated<boolean>;
@@ -358,6 +360,8 @@ export interface CampaignCounterMovesTable {
   held: Generated<number>;
   deferred: Generated<number>;
   skipped: Generated<number>;
+  replied: Generated<number>;
+  clicked: Generated<number>;
 }
 
 export interface CampaignRecipientsTable {
@@ -376,6 +380,10 @@ export interface CampaignRecipientsTable {
   error_title: string | null;
   defers: Generated<number>;
   skip_reason: string | null;
+  replied_at: Timestamp | null;
+  button_payload: string | null;
+  clicked_at: Timestamp | null;
+  click_count: number | null;
   updated_at: Timestamp | null;
 }
 

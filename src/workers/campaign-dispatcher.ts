@@ -7,6 +7,7 @@ import { campaignQueue, FIRST_ID, type ClaimedRecipient, type RunningCampaign } 
 import { countClaimed, countOutcomes, countSendIssued } from '../modules/campaigns/campaigns.metrics.ts';
 import { campaignsRepository } from '../modules/campaigns/campaigns.repository.ts';
 import { recordTransition } from '../modules/campaigns/campaigns.service.ts';
+import { withClickToken } from '../modules/clicks/clicks.tracking.ts';
 import type { MediaService } from '../modules/media/media.service.ts';
 import type { MediaType } from '../modules/media/media.types.ts';
 import { SendWindow, type SendPacer } from '../modules/messages/send-pacer.ts';
@@ -300,10 +301,11 @@ export class CampaignDispatcher {
     const { account, plan, mapping, media } = context;
     const sends = recipients.map((r) => ({
       id: r.id, contactId: r.contact_id, to: r.phone, attempts: r.attempts, defers: r.defers,
-      components: resolveSendComponents(mapping, plan, {
+      // A tracked link's button carries the recipient's click token instead of the destination.
+      components: withClickToken(resolveSendComponents(mapping, plan, {
         first_name: r.first_name ?? '', last_name: r.last_name, phone: r.phone, email: r.email, company: r.company, job_title: r.job_title,
         status: r.status, source: r.source ?? '', custom_fields: r.custom_fields ?? {},
-      }, media),
+      }, media), mapping, r.id, this.options.secretsKey),
     }));
     await campaignQueue.recordAttempts(this.db, campaign.tenant_id, campaign, sends);
 

@@ -8,6 +8,7 @@ import { ACCOUNT_FIELDS, applyAccountChange } from '../business-accounts/account
 import { findTenantByPhoneNumberId } from '../business-accounts/business-accounts.repository.ts';
 import { addCommunication } from '../contacts/communications.repository.ts';
 import { applyConsentKeywords, applyUserPreferences } from '../contacts/marketing-consent.ts';
+import { recordCampaignReplies } from '../campaigns/campaigns.engagement.ts';
 import { applyMessageStatuses, type AppliedStatus, type DeliveryStatus, type StatusUpdate } from '../messages/messages.statuses.ts';
 import { RateCards, type Pricing } from '../pricing/rate-card.ts';
 import type { TemplateStatusSync, TemplateStatusUpdate } from '../templates/templates.status-sync.ts';
@@ -292,6 +293,10 @@ export class CallbacksService {
     await recordEvents(tx, tenantId, events);
     // Marketing opt-out and opt-in keywords (STOP, START...) of the new messages.
     await applyConsentKeywords(tx, tenantId, unique.filter((m) => fresh.has(m.upstreamMessageId)).map((m) => ({ phone: phoneOf(m), type: m.type, text: m.text, at: m.timestamp })));
+    // Replies and quick-reply taps to campaign messages (reactions, edits and revokes are not replies).
+    await recordCampaignReplies(tx, tenantId, unique.filter((m) => fresh.has(m.upstreamMessageId) && !m.annotation && m.type !== 'system').map((m) => ({
+      upstreamMessageId: m.upstreamMessageId, phone: phoneOf(m), at: m.timestamp, contextUpstreamId: m.contextUpstreamId, buttonPayload: m.details.button?.payload ?? null,
+    })));
     return fresh.size;
   }
 }
