@@ -205,6 +205,8 @@ describe.skipIf(hasPostgres)('the web console in Chromium (embedded default only
     await expect.poll(async () => page.getByRole('figure', { name: 'Funnel chart' }).locator('.bar-value').allTextContents(), { timeout: 15_000 })
       .toEqual(['3', expect.any(String), expect.any(String), '1', '0', '0']);
     expect(await page.locator('.chart canvas').count()).toBeGreaterThan(0);
+    // The sends-per-second chart has points from the polls made while the page watched.
+    await expect.poll(() => page.getByRole('img', { name: /^Sends per second:/ }).getAttribute('aria-label'), { timeout: 15_000 }).toMatch(/, [1-9]\d* samples$/);
     await page.getByRole('progressbar', { name: 'Campaign progress' }).and(page.locator('[aria-valuenow="100"]')).waitFor();
     await accessible(page, 'campaign page');
     await page.context().close();
