@@ -1,7 +1,7 @@
 import { useEffect, useState } from 'preact/hooks';
 import { get, post, put, type S } from '../api.ts';
 import { Act, Confirm, ErrorBox, Field, useLoad } from '../ui.tsx';
-import { PreflightSummary } from './campaign.tsx';
+import { PreflightSummary, scheduledAt } from './campaign.tsx';
 import { mappable, TemplateBubble } from './templates-render.tsx';
 
 const CONTACT_FIELDS = ['first_name', 'last_name', 'phone', 'email', 'company', 'job_title', 'status', 'source'];
@@ -108,6 +108,8 @@ function Previews({ campaign, fields }: { campaign: S['Campaign']; fields: strin
   const [sample, setSample] = useState('');
   const render = useLoad(() => post<S['RenderPreview']>(`/campaigns/${campaign.id}/preview`, sample ? { sample_contact_id: sample } : {}), [campaign, sample]);
   const [confirming, setConfirming] = useState(false);
+  const [scheduling, setScheduling] = useState(false);
+  const [at, setAt] = useState('');
   const [detail, setDetail] = useState<S['CampaignDetail'] | null>(null);
   useEffect(() => { if (confirming) get<S['CampaignDetail']>(`/campaigns/${campaign.id}`).then(setDetail, () => {}); }, [confirming]);
   return (
@@ -141,8 +143,15 @@ function Previews({ campaign, fields }: { campaign: S['Campaign']; fields: strin
       )}
       <div class="row">
         <Act scope="campaigns:send" kind="primary" onClick={() => setConfirming(true)}>Review pre-flight and send</Act>
+        <Act scope="campaigns:send" onClick={() => setScheduling(true)}>Schedule…</Act>
         <a href={`#/campaigns/${campaign.id}`}>Open the campaign page</a>
       </div>
+      {scheduling && (
+        <Confirm title={`Schedule ${campaign.name}`} confirmLabel="Yes, schedule" onClose={() => setScheduling(false)}
+          onConfirm={async () => { await post(`/campaigns/${campaign.id}/schedule`, { scheduled_at: scheduledAt(at) }); location.hash = `#/campaigns/${campaign.id}`; }}>
+          <Field label="Start at (your local time)"><input type="datetime-local" required value={at} onInput={(e) => setAt((e.target as HTMLInputElement).value)} /></Field>
+        </Confirm>
+      )}
       {confirming && (
         <Confirm title={`Send ${campaign.name}?`} confirmLabel="Yes, send now" onClose={() => setConfirming(false)}
           onConfirm={async () => { await post(`/campaigns/${campaign.id}/send`); location.hash = `#/campaigns/${campaign.id}`; }}>

@@ -98,7 +98,7 @@ function Actions({ campaign, onDone }: { campaign: Detail; onDone: () => void })
       {asking && (
         <Confirm title={`${words[asking]}: ${campaign.name}`} confirmLabel={`Yes, ${words[asking].toLowerCase()}`} onClose={() => setAsking(null)}
           onConfirm={async () => {
-            await post(`/campaigns/${campaign.id}/${asking}`, asking === 'schedule' ? { scheduled_at: new Date(at).toISOString() } : undefined);
+            await post(`/campaigns/${campaign.id}/${asking}`, asking === 'schedule' ? { scheduled_at: scheduledAt(at) } : undefined);
             onDone();
           }}>
           <p>{explain[asking]}</p>
@@ -220,4 +220,11 @@ function Recipients({ id, version }: { id: string; version: number }) {
       )}
     </section>
   );
+}
+
+/** A datetime-local value as ISO-8601 UTC, or an error to show when none is chosen. */
+export function scheduledAt(local: string): string {
+  const at = new Date(local);
+  if (!local || Number.isNaN(at.getTime())) throw new Error('Choose the date and time to start at.');
+  return at.toISOString();
 }

@@ -126,15 +126,15 @@ export function ContactPage({ id }: { id: string }) {
       )}
       <h2>Communications</h2>
       <ErrorBox error={comms.error} />
-      <ul>{comms.data?.data.map((m) => <li>{JSON.stringify(m)}</li>)}</ul>
+      <ul>{comms.data?.data.map((m) => <li><span class="muted">{when(m.created_at)} · {m.direction} · {m.channel}:</span> {m.summary ?? m.message_id ?? ''}</li>)}</ul>
       {comms.data?.data.length === 0 && <p class="muted">None.</p>}
       <h2>Notes</h2>
       <ErrorBox error={notes.error} />
-      <ul>{notes.data?.data.map((n) => <li>{(n as { content?: string }).content ?? JSON.stringify(n)}</li>)}</ul>
+      <ul>{notes.data?.data.map((n) => <li><span class="muted">{when(n.created_at)}:</span> {n.content}</li>)}</ul>
       {notes.data?.data.length === 0 && <p class="muted">None.</p>}
       <h2>Follow-ups</h2>
       <ErrorBox error={followups.error} />
-      <ul>{followups.data?.data.map((f) => <li>{JSON.stringify(f)}</li>)}</ul>
+      <ul>{followups.data?.data.map((f) => <li>{f.done ? '✔ ' : ''}{f.title} <span class="muted">due {when(f.due_at)}</span>{f.notes ? ` — ${f.notes}` : ''}</li>)}</ul>
       {followups.data?.data.length === 0 && <p class="muted">None.</p>}
     </>
   );
