@@ -2,6 +2,8 @@
 // server's entry into dist/server.js with esbuild.
 // `--if-stale` (the prestart step) builds only when a source, migration or build setting is newer
 // than the last build, so `npm start` never runs code older than src/ and costs a few stats otherwise.
+// It builds the web console (console/, Vite) into dist/console, each file beside its gzip and brotli
+// forms, which the service serves at /console.
 // Beside the code it leaves dist/pglite-template, the embedded database initialised and migrated,
 // which a first start copies instead of running initdb (most of a first start's time).
 import { spawnSync } from 'node:child_process';
@@ -19,11 +21,12 @@ function newestInput() {
     for (const entry of readdirSync(dir, { withFileTypes: true })) {
       const path = join(dir, entry.name);
       if (entry.isDirectory()) visit(path);
-      else if (/\.(ts|mjs|sql)$/.test(entry.name)) newest = Math.max(newest, statSync(path).mtimeMs);
+      else if (/\.(ts|tsx|mjs|sql|css|html)$/.test(entry.name)) newest = Math.max(newest, statSync(path).mtimeMs);
     }
   };
   visit(join(root, 'src'));
   visit(join(root, 'migrations'));
+  visit(join(root, 'console'));
   for (const file of ['tsconfig.json', 'tsconfig.build.json', 'package.json']) newest = Math.max(newest, statSync(join(root, file)).mtimeMs);
   return newest;
 }
@@ -94,6 +97,28 @@ try {
 } catch (err) {
   rmSync(out, { recursive: true, force: true });
   console.error(`build failed: bundling src/server.ts: ${err.message}; dist/ is left as it was`);
+  process.exit(1);
+}
+// The console: Vite bundles it (hashed file names under assets/, cached for good by the service),
+// then each file is compressed once here so no request pays for it.
+try {
+  const { build } = await import('vite');
+  await build({ configFile: join(root, 'console', 'vite.config.ts'), build: { outDir: join(out, 'console') } });
+  const { brotliCompressSync, gzipSync, constants } = await import('node:zlib');
+  const compress = (dir) => {
+    for (const entry of readdirSync(dir, { withFileTypes: true })) {
+      const path = join(dir, entry.name);
+      if (entry.isDirectory()) { compress(path); continue; }
+      if (!/\.(js|css|html|svg|json|txt)$/.test(entry.name)) continue;
+      const body = readFileSync(path);
+      writeFileSync(`${path}.gz`, gzipSync(body, { level: 9 }));
+      writeFileSync(`${path}.br`, brotliCompressSync(body, { params: { [constants.BROTLI_PARAM_QUALITY]: 11, [constants.BROTLI_PARAM_SIZE_HINT]: body.length } }));
+    }
+  };
+  compress(join(out, 'console'));
+} catch (err) {
+  rmSync(out, { recursive: true, force: true });
+  console.error(`build failed: the console (console/, Vite): ${err.message}; dist/ is left as it was`);
   process.exit(1);
 }
 // The embedded database a first start copies instead of running initdb and the migrations.

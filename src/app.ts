@@ -14,6 +14,8 @@ import { requestIdFor } from './http/request-id.ts';
 import { serializersBuiltAtFirstUse } from './http/serialization.ts';
 import { MAX_JSON_DEPTH, assertStorableText, nestsDeeperThan } from './http/storable-text.ts';
 import { adminRoutes } from './modules/admin/admin.routes.ts';
+import { consoleRoutes } from './modules/console/console.routes.ts';
+import { CONSOLE_DIR } from './paths.ts';
 import { campaignsRoutes } from './modules/campaigns/campaigns.routes.ts';
 import { clickRoutes } from './modules/clicks/clicks.routes.ts';
 import { callbackRoutes } from './modules/callbacks/callbacks.routes.ts';
@@ -109,7 +111,10 @@ export async function buildApp(deps: Deps): Promise<FastifyInstance> {
     return reply.code(database === 'ok' ? 200 : 503).send({ status: database === 'ok' ? 'ready' : 'not_ready', database, redis });
   });
 
-  await app.register(adminRoutes, { prefix: '/admin/v1', admin: deps.admin, adminToken: deps.config.adminToken, metrics: deps.metrics, rateCards: deps.rateCards });
+  await app.register(adminRoutes, { prefix: '/admin/v1', admin: deps.admin, consoleLinks: deps.consoleLinks, adminToken: deps.config.adminToken, metrics: deps.metrics, rateCards: deps.rateCards });
+
+  // The web console (docs/console.md): static pages that talk to the public API below.
+  if (deps.config.consoleEnabled) await app.register(consoleRoutes, { dir: CONSOLE_DIR, links: deps.consoleLinks, authenticator: deps.authenticator });
 
   await app.register(async (api) => {
     installPublicApiHooks(api, {

@@ -62,6 +62,8 @@ export interface Config {
   /** Slots retries may use; the rest is kept for first attempts so dead endpoints cannot starve fresh traffic. */
   webhookRetryConcurrency: number;
   openapiEnabled: boolean;
+  /** Whether the API listener serves the web console at /console (default true). */
+  consoleEnabled: boolean;
   logLevel: string;
   seedDemo: boolean;
   workerPollMs: number;
@@ -309,6 +311,7 @@ export function loadConfig(env: Env = process.env): Config {
     webhookDevCa: !production && bool(env, 'WEBHOOK_DEV_CA', true),
     ...webhookWorkerConfig(env),
     openapiEnabled: bool(env, 'OPENAPI_ENABLED', !production),
+    consoleEnabled: bool(env, 'CONSOLE_ENABLED', true),
     logLevel: env.LOG_LEVEL || 'info',
     seedDemo: bool(env, 'SEED_DEMO', !production),
     workerPollMs: int(env, 'WORKER_POLL_MS', 500),

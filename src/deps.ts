@@ -12,6 +12,7 @@ import { Metrics, SCRAPE_READ_MS } from './metrics.ts';
 import { readWithin } from './db/read-within.ts';
 import { campaignQueueDepth } from './modules/campaigns/campaigns.metrics.ts';
 import { AdminService } from './modules/admin/admin.service.ts';
+import { ConsoleLinks } from './modules/console/console-links.ts';
 import { CampaignRecipients } from './modules/campaigns/campaigns.recipients.ts';
 import { CampaignsService } from './modules/campaigns/campaigns.service.ts';
 import { ClicksService } from './modules/clicks/clicks.service.ts';
@@ -48,6 +49,8 @@ export interface Deps {
   authenticator: ApiKeyAuthenticator;
   idempotency: IdempotencyStore;
   admin: AdminService;
+  /** One-time sign-in links to the web console (made through the operator API). */
+  consoleLinks: ConsoleLinks;
   contacts: ContactsService;
   /** Contact notes, follow-ups and communication history (contact sub-resources). */
   contactActivity: ContactActivityService;
@@ -170,6 +173,7 @@ export async function createDeps(config: Config, logger: Logger = createLogger(c
   // A failure because the user stopped marketing messages (131050) opts the contact out.
   callbacks.onStatusesApplied((tx, tenantId, applied) => optOutOnMarketingRefusals(tx, tenantId, applied.flatMap((a) => (a.error ? [{ phone: a.to, code: a.error.code, at: a.timestamp }] : [])))
     .then(() => undefined));
+  const admin = new AdminService(db, config.secretsKey, () => authenticator.forgetAll(), upstream, logger);
   const media = new MediaService(db, new LocalDiskStorage(join(config.dataDir, 'media')), upstream, config.mediaUpstreamTtlMs);
   return {
     config,
@@ -182,7 +186,8 @@ export async function createDeps(config: Config, logger: Logger = createLogger(c
     rateCounter: redis ? new RedisRateCounter(redis) : new MemoryRateCounter(),
     authenticator,
     idempotency: new IdempotencyStore(db, liveness, config.idempotencyTtlMs, config.idempotencyLockMs, config.secretsKey),
-    admin: new AdminService(db, config.secretsKey, () => authenticator.forgetAll(), upstream, logger),
+    admin,
+    consoleLinks: new ConsoleLinks(db, admin, () => authenticator.forgetAll()),
     contacts: new ContactsService(db),
     upstream,
     contactActivity: new ContactActivityService(db),

@@ -29,6 +29,17 @@ export interface ApiKeysTable {
   revoked_at: Timestamp | null;
 }
 
+export interface ConsoleLinksTable {
+  id: string;
+  tenant_id: string;
+  token_hash: string;
+  preset: string;
+  expires_at: Timestamp;
+  redeemed_at: Timestamp | null;
+  api_key_id: string | null;
+  created_at: CreatedAt;
+}
+
 export interface BusinessAccountsTable {
   tenant_id: string;
   waba_id: string;
@@ -410,6 +421,7 @@ export interface DB {
   tenants: TenantsTable;
   api_keys: ApiKeysTable;
   business_accounts: BusinessAccountsTable;
+  console_links: ConsoleLinksTable;
   contacts: ContactsTable;
   tenant_marketing_settings: TenantMarketingSettingsTable;
   contact_communications: ContactCommunicationsTable;

@@ -317,6 +317,13 @@ export const ADMIN_OPERATIONS: Record<string, OperationDoc> = {
   'DELETE /tenants/{id}/api-keys/{key_id}': {
     operationId: 'revokeApiKey', summary: 'Revoke an API key', tag: 'API keys', notFound: 'API key not found', description: 'Effective within a second in every process.',
   },
+  'POST /tenants/{id}/console-links': {
+    operationId: 'createConsoleLink', summary: 'Make a one-time web console sign-in link', tag: 'API keys', notFound: 'Tenant not found',
+    description: 'A URL valid 15 minutes that opens the web console (/console) signed in, once, with a new API key of the chosen preset (default full_access) made for that browser session; '
+      + 'the key is revoked when the person signs out and expires after 8 hours in any case. `base_url` is where the person reaches this service (default: the origin of this request). '
+      + 'Only the link\'s hash is stored. See docs/console.md.',
+    example: { preset: 'campaigns' },
+  },
   'GET /tenants/{id}/business-account': {
     operationId: 'getBusinessAccount', summary: 'Get the business account', tag: 'Business accounts', notFound: 'Business account not found',
     description: 'Its status: active, disconnected, or stopped by WhatsApp (token_invalid: the token expired or was revoked; restricted: the account is locked, has a payment issue or is blocked for policy), with `status_reason` naming the upstream code. A stopped account sends nothing until it is connected again (PUT).',

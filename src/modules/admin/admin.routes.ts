@@ -3,14 +3,15 @@ import { safeEqual } from '../../crypto/safe-equal.ts';
 import type { Metrics } from '../../metrics.ts';
 import { SCOPES, PRESETS, WILDCARD } from '../tenants/scopes.ts';
 import { cardCsv, checkCard, parseCardCsv, type RateCards } from '../pricing/rate-card.ts';
+import type { ConsoleLinks } from '../console/console-links.ts';
 import { assertAdminToken, type AdminService } from './admin.service.ts';
 import {
-  ApiKey, ApiKeyCreate, BusinessAccount, BusinessAccountConnect, BusinessAccountPatch, CreatedApiKey, KeyParams, MarketingSettings, MarketingSettingsPatch, Message, RateCard, ScopeVocabulary, Tenant,
+  ApiKey, ApiKeyCreate, BusinessAccount, ConsoleLink, ConsoleLinkCreate, BusinessAccountConnect, BusinessAccountPatch, CreatedApiKey, KeyParams, MarketingSettings, MarketingSettingsPatch, Message, RateCard, ScopeVocabulary, Tenant,
   TenantCreate, TenantListQuery, TenantPage, TenantParams, TenantPatch,
 } from './admin.schemas.ts';
 import { Type } from 'typebox';
 
-export const adminRoutes: FastifyPluginAsyncTypebox<{ admin: AdminService; adminToken: string; metrics: Metrics; rateCards: RateCards }> = async (app, { admin, adminToken, metrics, rateCards }) => {
+export const adminRoutes: FastifyPluginAsyncTypebox<{ admin: AdminService; consoleLinks: ConsoleLinks; adminToken: string; metrics: Metrics; rateCards: RateCards }> = async (app, { admin, consoleLinks, adminToken, metrics, rateCards }) => {
   app.addHook('onRequest', async (req) => assertAdminToken(req.headers.authorization, adminToken, safeEqual));
   // A rate card as CSV arrives as the card it describes (errors name the line and column), then meets the same schema as JSON.
   app.addContentTypeParser('text/csv', { parseAs: 'string', bodyLimit: 1024 * 1024 }, (_req, body, done) => {
@@ -31,6 +32,9 @@ export const adminRoutes: FastifyPluginAsyncTypebox<{ admin: AdminService; admin
     (req) => admin.listApiKeys(req.params.id));
   app.delete('/tenants/:id/api-keys/:key_id', { schema: { params: KeyParams, response: { 200: Message } } },
     (req) => admin.revokeApiKey(req.params.id, req.params.key_id));
+
+  app.post('/tenants/:id/console-links', { schema: { params: TenantParams, body: ConsoleLinkCreate, response: { 201: ConsoleLink } } },
+    async (req, reply) => reply.code(201).send(await consoleLinks.create(req.params.id, req.body.preset ?? 'full_access', req.body.base_url ?? `${req.protocol}://${req.host}`)));
 
   app.get('/tenants/:id/business-account', { schema: { params: TenantParams, response: { 200: BusinessAccount } } },
     (req) => admin.getBusinessAccount(req.params.id));

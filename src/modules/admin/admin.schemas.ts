@@ -55,6 +55,14 @@ export const ApiKeyCreate = Type.Object({
 });
 export type ApiKeyCreate = Static<typeof ApiKeyCreate>;
 
+export const ConsoleLinkCreate = Type.Object({
+  /** The preset of the session's key (GET /scopes); default full_access. */
+  preset: Type.Optional(Type.String({ minLength: 1, maxLength: 64 })),
+  /** Where the person reaches this service (default: the origin this request came to). */
+  base_url: Type.Optional(Type.String({ pattern: '^https?://[^/?#]+$', maxLength: 300 })),
+});
+export const ConsoleLink = Type.Object({ url: Type.String(), preset: Type.String(), expires_at: Type.String() });
+
 export const BusinessAccount = Type.Object({
   tenant_id: Type.String(),
   waba_id: Type.String(),

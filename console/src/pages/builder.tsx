@@ -1,0 +1,163 @@
+import { useEffect, useState } from 'preact/hooks';
+import { get, post, put, type S } from '../api.ts';
+import { Act, Confirm, ErrorBox, Field, useLoad } from '../ui.tsx';
+import { PreflightSummary, scheduledAt } from './campaign.tsx';
+import { mappable, TemplateBubble } from './templates-render.tsx';
+
+const CONTACT_FIELDS = ['first_name', 'last_name', 'phone', 'email', 'company', 'job_title', 'status', 'source'];
+type Param = { kind: 'contact_field' | 'static'; field: string; value: string; fallback: string };
+const list = (s: string) => s.split(',').map((x) => x.trim()).filter(Boolean);
+
+export function BuilderPage() {
+  const templates = useLoad(() => get<S['TemplatePage']>('/templates?limit=100'), []);
+  // custom_fields keys, from the newest contacts (the API has no list of them).
+  const keys = useLoad(async () => {
+    const page = await get<S['ContactPage']>('/contacts?limit=100');
+    return [...new Set(page.data.flatMap((c) => Object.keys(c.custom_fields ?? {})))].sort();
+  }, []);
+  const [name, setName] = useState('');
+  const [templateId, setTemplateId] = useState('');
+  const [groups, setGroups] = useState('');
+  const [sources, setSources] = useState('');
+  const [batch, setBatch] = useState(50);
+  const [params, setParams] = useState<Record<string, Param>>({});
+  const [campaign, setCampaign] = useState<S['Campaign'] | null>(null);
+  const [error, setError] = useState<unknown>(null);
+  const [busy, setBusy] = useState(false);
+  const template = templates.data?.data.find((t) => t.id === templateId) ?? null;
+  const slots = template ? mappable(template) : [];
+  const fields = [...CONTACT_FIELDS, ...(keys.data ?? []).map((k) => `custom_fields.${k}`)];
+  const param = (slot: string): Param => params[slot] ?? { kind: 'contact_field', field: 'first_name', value: '', fallback: '' };
+  const setParam = (slot: string, patch: Partial<Param>) => setParams((p) => ({ ...p, [slot]: { ...param(slot), ...patch } }));
+
+  const mapping = () => slots.length === 0 ? undefined : {
+    components: slots.map((s) => ({
+      type: s.type, ...(s.type === 'header' ? { format: 'TEXT' } : {}),
+      parameters: s.names.map((n) => {
+        const p = param(`${s.type}.${n}`);
+        return p.kind === 'static' ? { kind: 'static', value: p.value } : { kind: 'contact_field', field: p.field, ...(p.fallback ? { fallback: p.fallback } : {}) };
+      }),
+    })),
+  };
+  const audience = () => ({ groups: list(groups), sources: list(sources) });
+
+  const save = async () => {
+    setBusy(true); setError(null);
+    try {
+      if (!campaign) setCampaign(await post<S['Campaign']>('/campaigns', { name, template_id: templateId, batch_size: batch, audience: audience(), variable_mapping: mapping() } as S['CampaignCreate']));
+      else { await put(`/campaigns/${campaign.id}/audience`, audience()); setCampaign({ ...campaign }); }
+    } catch (e) { setError(e); } finally { setBusy(false); }
+  };
+
+  return (
+    <>
+      <h1 tabIndex={-1}>New campaign</h1>
+      <ErrorBox error={templates.error ?? keys.error} />
+      <form class="card" onSubmit={(e) => { e.preventDefault(); void save(); }}>
+        <Field label="Name"><input required maxLength={120} value={name} disabled={Boolean(campaign)} onInput={(e) => setName((e.target as HTMLInputElement).value)} /></Field>
+        <Field label="Template (approved)">
+          <select required value={templateId} disabled={Boolean(campaign)} onChange={(e) => setTemplateId((e.target as HTMLSelectElement).value)}>
+            <option value="">Choose a template…</option>
+            {templates.data?.data.map((t) => <option value={t.id}>{t.template_name} ({t.language}, {t.category})</option>)}
+          </select>
+        </Field>
+        {template && <TemplateBubble components={template.components} />}
+        <fieldset>
+          <legend>Audience</legend>
+          <Field label="Groups (contact tags, comma separated)"><input value={groups} onInput={(e) => setGroups((e.target as HTMLInputElement).value)} /></Field>
+          <Field label="Sources (comma separated: api, bulk, website…)"><input value={sources} onInput={(e) => setSources((e.target as HTMLInputElement).value)} /></Field>
+        </fieldset>
+        {slots.length > 0 && (
+          <fieldset disabled={Boolean(campaign)}>
+            <legend>Variable mapping</legend>
+            {slots.flatMap((s) => s.names.map((n) => {
+              const slot = `${s.type}.${n}`; const p = param(slot);
+              return (
+                <div class="row mapping" data-slot={slot}>
+                  <strong>{s.type} {`{{${n}}}`}</strong>
+                  <Field label={`Kind for ${slot}`}>
+                    <select value={p.kind} onChange={(e) => setParam(slot, { kind: (e.target as HTMLSelectElement).value as Param['kind'] })}>
+                      <option value="contact_field">contact field</option><option value="static">same text for everyone</option>
+                    </select>
+                  </Field>
+                  {p.kind === 'contact_field'
+                    ? <>
+                        <Field label={`Field for ${slot}`}><select value={p.field} onChange={(e) => setParam(slot, { field: (e.target as HTMLSelectElement).value })}>{fields.map((f) => <option value={f}>{f}</option>)}</select></Field>
+                        <Field label={`Fallback for ${slot}`}><input value={p.fallback} onInput={(e) => setParam(slot, { fallback: (e.target as HTMLInputElement).value })} /></Field>
+                      </>
+                    : <Field label={`Text for ${slot}`}><input value={p.value} onInput={(e) => setParam(slot, { value: (e.target as HTMLInputElement).value })} /></Field>}
+                </div>
+              );
+            }))}
+          </fieldset>
+        )}
+        <Field label="Batch size"><input type="number" min={1} max={1000} value={batch} disabled={Boolean(campaign)} onInput={(e) => setBatch(Number((e.target as HTMLInputElement).value))} /></Field>
+        <div class="row">
+          <Act scope="campaigns:write" kind="primary" disabled={busy || !name || !templateId} onClick={() => void save()}>{campaign ? 'Update audience' : 'Save draft and preview'}</Act>
+        </div>
+        <ErrorBox error={error} />
+      </form>
+      {campaign && <Previews campaign={campaign} fields={slots.flatMap((s) => s.names.map((n) => param(`${s.type}.${n}`))).filter((p) => p.kind === 'contact_field').map((p) => p.field)} />}
+    </>
+  );
+}
+
+function Previews({ campaign, fields }: { campaign: S['Campaign']; fields: string[] }) {
+  const preview = useLoad(() => get<S['AudiencePreview']>(`/campaigns/${campaign.id}/audience/preview`), [campaign]);
+  const coverage = useLoad(() => fields.length ? post<S['FieldCoverage']>(`/campaigns/${campaign.id}/audience/field-coverage`, { fields: [...new Set(fields)] }) : Promise.resolve(null), [campaign]);
+  const [sample, setSample] = useState('');
+  const render = useLoad(() => post<S['RenderPreview']>(`/campaigns/${campaign.id}/preview`, sample ? { sample_contact_id: sample } : {}), [campaign, sample]);
+  const [confirming, setConfirming] = useState(false);
+  const [scheduling, setScheduling] = useState(false);
+  const [at, setAt] = useState('');
+  const [detail, setDetail] = useState<S['CampaignDetail'] | null>(null);
+  useEffect(() => { if (confirming) get<S['CampaignDetail']>(`/campaigns/${campaign.id}`).then(setDetail, () => {}); }, [confirming]);
+  return (
+    <section aria-labelledby="previews-h" class="card">
+      <h2 id="previews-h">Previews</h2>
+      <ErrorBox error={preview.error} />
+      {preview.data && (
+        <>
+          <p><strong class="audience-total">{preview.data.total}</strong> recipients (excluded: {preview.data.excluded.opted_out} opted out, {preview.data.excluded.marketing_blocked_country} blocked country, {preview.data.excluded.frequency_cap} frequency cap)</p>
+          <Field label="Sample contact for the render preview">
+            <select value={sample} onChange={(e) => setSample((e.target as HTMLSelectElement).value)}>
+              <option value="">first of the audience</option>
+              {preview.data.sample.map((c) => <option value={c.id}>{c.first_name} {c.phone}</option>)}
+            </select>
+          </Field>
+        </>
+      )}
+      <ErrorBox error={coverage.error} />
+      {coverage.data && (
+        <table class="coverage">
+          <caption>Field coverage</caption>
+          <thead><tr><th scope="col">Field</th><th scope="col">Present</th><th scope="col">Missing</th></tr></thead>
+          <tbody>{Object.entries(coverage.data.coverage).map(([f, c]) => <tr><td>{f}</td><td>{c.present}</td><td>{c.missing}</td></tr>)}</tbody>
+        </table>
+      )}
+      <ErrorBox error={render.error} />
+      {render.data && (
+        <div class="bubble render-preview" aria-label="Render preview">
+          {render.data.resolved_components.map((c) => <p><span class="muted">{c.type}: </span>{c.text}</p>)}
+        </div>
+      )}
+      <div class="row">
+        <Act scope="campaigns:send" kind="primary" onClick={() => setConfirming(true)}>Review pre-flight and send</Act>
+        <Act scope="campaigns:send" onClick={() => setScheduling(true)}>Schedule…</Act>
+        <a href={`#/campaigns/${campaign.id}`}>Open the campaign page</a>
+      </div>
+      {scheduling && (
+        <Confirm title={`Schedule ${campaign.name}`} confirmLabel="Yes, schedule" onClose={() => setScheduling(false)}
+          onConfirm={async () => { await post(`/campaigns/${campaign.id}/schedule`, { scheduled_at: scheduledAt(at) }); location.hash = `#/campaigns/${campaign.id}`; }}>
+          <Field label="Start at (your local time)"><input type="datetime-local" required value={at} onInput={(e) => setAt((e.target as HTMLInputElement).value)} /></Field>
+        </Confirm>
+      )}
+      {confirming && (
+        <Confirm title={`Send ${campaign.name}?`} confirmLabel="Yes, send now" onClose={() => setConfirming(false)}
+          onConfirm={async () => { await post(`/campaigns/${campaign.id}/send`); location.hash = `#/campaigns/${campaign.id}`; }}>
+          {detail ? <PreflightSummary p={detail.preflight} /> : <p>Loading the pre-flight…</p>}
+        </Confirm>
+      )}
+    </section>
+  );
+}

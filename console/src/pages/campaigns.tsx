@@ -1,0 +1,46 @@
+import { get, type S } from '../api.ts';
+import { Act, ErrorBox, Progress, Status, useLoad, when } from '../ui.tsx';
+
+/** Recipients the dispatcher is done with (whatever their outcome). */
+export const processed = (s: S['CampaignStats']) => s.sent + s.failed + s.skipped;
+
+export function Funnel({ stats }: { stats: S['CampaignStats'] }) {
+  const steps: [string, number][] = [['sent', stats.sent], ['delivered', stats.delivered], ['read', stats.read], ['failed', stats.failed], ['deferred', stats.deferred], ['skipped', stats.skipped], ['pending', stats.pending]];
+  return (
+    <dl class="funnel" aria-label="Funnel">
+      {steps.map(([k, v]) => <div><dt>{k}</dt><dd>{v}</dd></div>)}
+    </dl>
+  );
+}
+
+export function CampaignsPage() {
+  const { data, error } = useLoad(() => get<S['CampaignList']>('/campaigns'), []);
+  return (
+    <>
+      <div class="row between">
+        <h1 tabIndex={-1}>Campaigns</h1>
+        <Act scope="campaigns:write" kind="primary" onClick={() => { location.hash = '#/campaigns/new'; }}>New campaign</Act>
+      </div>
+      <ErrorBox error={error} />
+      {data && data.data.length === 0 && <p>No campaigns yet.</p>}
+      {data && data.data.length > 0 && (
+        <div class="scroll">
+          <table>
+            <thead><tr><th scope="col">Name</th><th scope="col">Status</th><th scope="col">Progress</th><th scope="col">Funnel</th><th scope="col">Created</th></tr></thead>
+            <tbody>
+              {data.data.map((c) => (
+                <tr>
+                  <td><a href={`#/campaigns/${c.id}`}>{c.name}</a><div class="muted">{c.template_name}</div></td>
+                  <td><Status value={c.status} /></td>
+                  <td><Progress value={processed(c.stats)} max={c.total_recipients || c.stats.total} label={`Progress of ${c.name}`} /></td>
+                  <td class="small">{c.stats.sent} sent · {c.stats.delivered} delivered · {c.stats.read} read · {c.stats.failed} failed{c.stats.deferred ? ` · ${c.stats.deferred} deferred` : ''}{c.stats.skipped ? ` · ${c.stats.skipped} skipped` : ''}</td>
+                  <td class="small">{when(c.created_at)}</td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
+        </div>
+      )}
+    </>
+  );
+}

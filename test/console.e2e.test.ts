@@ -1,0 +1,318 @@
+import { spawn } from 'node:child_process';
+import { mkdirSync, readFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { join, resolve } from 'node:path';
+import { chromium, type Browser, type Page } from 'playwright-core';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { eventually, hasPostgres, makeTempDir, removeTempDir } from './helpers/app.ts';
+import { freePort, stopServer, waitForHttp, type ServerProcess } from './helpers/process.ts';
+
+// The web console (docs/console.md) in Debian's Chromium, driven by playwright-core, against the real
+// service process on the embedded default. It starts its own server, so it runs once: in the
+// embedded pass of CI, not again in the PostgreSQL one.
+const ROOT = resolve(import.meta.dirname, '..');
+const SHOTS = join(ROOT, 'test-results', 'console');
+const AXE = readFileSync(createRequire(import.meta.url).resolve('axe-core/axe.min.js'), 'utf8');
+const CHROMIUM_ARGS = ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'];
+
+/** `node dist/server.js`, as `npm start` runs it, with exactly `env` (plus PATH and HOME). */
+function startBuiltServer(env: Record<string, string>): ServerProcess {
+  const child = spawn(process.execPath, ['dist/server.js'], { cwd: ROOT, env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/tmp', ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  let out = '';
+  let err = '';
+  child.stdout!.on('data', (chunk) => { out += chunk; });
+  child.stderr!.on('data', (chunk) => { out += chunk; err += chunk; });
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((done) => child.once('exit', (code, signal) => done({ code, signal })));
+  return {
+    child, output: () => out, stderr: () => err, exited,
+    async waitForOutput(pattern, timeoutMs = 30_000) {
+      const deadline = Date.now() + timeoutMs;
+      for (;;) {
+        const match = out.match(pattern);
+        if (match) return match;
+        if (child.exitCode !== null || Date.now() > deadline) throw new Error(`no ${pattern} from the server:\n${out}`);
+        await new Promise((r) => setTimeout(r, 50));
+      }
+    },
+  };
+}
+
+describe.skipIf(hasPostgres)('the web console in Chromium (embedded default only: the test starts its own server, so the PostgreSQL pass skips it)', () => {
+  let server: ServerProcess;
+  let browser: Browser;
+  let base = '';
+  let sandbox = '';
+  let dataDir = '';
+  let key = '';
+  let tenant = '';
+  let admin = '';
+  let campaignId = '';
+  const failingPhone = '+447400123403';
+
+  const api = async (method: string, path: string, body?: unknown, bearer = key) => {
+    const res = await fetch(`${base}/api/v1/public${path}`, {
+      method, headers: { authorization: `Bearer ${bearer}`, ...(body ? { 'content-type': 'application/json' } : {}) }, body: body ? JSON.stringify(body) : undefined,
+    });
+    return { status: res.status, body: await res.json() as any };
+  };
+
+  /** Axe on the page as it is: no serious or critical violation. */
+  const accessible = async (page: Page, name: string) => {
+    if (!await page.evaluate('typeof axe !== "undefined"')) await page.evaluate(AXE);
+    const violations = await page.evaluate(async () => {
+      const g = globalThis as any;
+      const result = await g.axe.run(g.document, { resultTypes: ['violations'] });
+      return result.violations.filter((v: any) => v.impact === 'serious' || v.impact === 'critical')
+        .map((v: any) => `${v.id}: ${v.help} (${v.nodes.slice(0, 3).map((n: any) => n.target.join(' ')).join('; ')})`);
+    });
+    expect(violations, `accessibility of ${name}`).toEqual([]);
+  };
+
+  let current: Page | null = null;
+  // What the page showed when a test failed: its text in the error output, a screenshot beside the others.
+  afterEach(async (context) => {
+    if (context.task.result?.state !== 'fail' || !current || current.isClosed()) return;
+    await current.screenshot({ path: join(SHOTS, `failed-${context.task.name.slice(0, 40).replace(/\W+/g, '-')}.png`), fullPage: true }).catch(() => {});
+    console.error(`page ${current.url()} showed:\n${await current.locator('body').innerText().catch(() => '?')}`);
+  });
+
+  const newPage = async (): Promise<Page> => {
+    const context = await browser.newContext({ viewport: { width: 1280, height: 900 } });
+    context.setDefaultTimeout(10_000);
+    current = await context.newPage();
+    return current;
+  };
+
+  const signedInPage = async (): Promise<Page> => {
+    const page = await newPage();
+    await page.goto(`${base}/console/`);
+    await page.getByLabel('API key').fill(key);
+    await page.getByRole('button', { name: 'Sign in' }).click();
+    await page.getByRole('heading', { name: 'Campaigns', level: 1 }).waitFor();
+    return page;
+  };
+
+  beforeAll(async () => {
+    dataDir = makeTempDir('msvc-console-');
+    const [port, sandboxPort] = [await freePort(), await freePort()];
+    base = `http://127.0.0.1:${port}`;
+    sandbox = `http://127.0.0.1:${sandboxPort}/__sandbox`;
+    server = startBuiltServer({ DATA_DIR: dataDir, PORT: String(port), SANDBOX_PORT: String(sandboxPort), SANDBOX_REVIEW_MS: '50', WEBHOOK_DELIVERY_ENABLED: 'false', LOG_LEVEL: 'warn' });
+    await waitForHttp(`${base}/healthz`, server, 60_000);
+    const banner = await server.waitForOutput(/tenant id:\s+(\S+)\n\s+API key:\s+(\S+)\n\s+admin token:\s+(\S+)/, 60_000);
+    [tenant, key, admin] = [banner[1], banner[2], banner[3]];
+    browser = await chromium.launch({ executablePath: '/usr/bin/chromium', args: CHROMIUM_ARGS, headless: true });
+    mkdirSync(SHOTS, { recursive: true });
+  }, 90_000);
+
+  afterAll(async () => {
+    await browser?.close();
+    await stopServer(server);
+    if (dataDir) removeTempDir(dataDir);
+  });
+
+  it('serves the built console compressed, its hashed assets cached for good, and a first load under 200 KB of compressed JavaScript and CSS', async () => {
+    const page = await fetch(`${base}/console/`, { headers: { 'accept-encoding': 'br' } });
+    expect(page.status).toBe(200);
+    expect(page.headers.get('cache-control')).toBe('no-cache');
+    const html = readFileSync(join(ROOT, 'dist', 'console', 'index.html'), 'utf8');
+    const assets = [...html.matchAll(/(?:src|href)="\/console\/(assets\/[^"]+\.(?:js|css))"/g)].map((m) => m[1]);
+    expect(assets.length).toBeGreaterThanOrEqual(2);
+    let total = 0;
+    for (const asset of assets) {
+      const res = await fetch(`${base}/console/${asset}`, { headers: { 'accept-encoding': 'gzip' } });
+      expect(res.headers.get('content-encoding')).toBe('gzip');
+      expect(res.headers.get('cache-control')).toContain('immutable');
+      total += readFileSync(join(ROOT, 'dist', 'console', `${asset}.gz`)).length;
+    }
+    expect(total).toBeLessThan(200 * 1024);
+  });
+
+  it('signs in with an API key (kept in sessionStorage only) and makes, submits and gets approved a template', async () => {
+    const page = await newPage();
+    await page.goto(`${base}/console/`);
+    await accessible(page, 'sign-in');
+    await page.getByLabel('API key').fill('svc_sk_live_' + '0'.repeat(40));
+    await page.getByRole('button', { name: 'Sign in' }).click();
+    await page.getByRole('alert').filter({ hasText: 'Invalid or revoked API key' }).waitFor();
+    await page.getByLabel('API key').fill(key);
+    await page.getByRole('button', { name: 'Sign in' }).click();
+    await page.getByRole('heading', { name: 'Campaigns', level: 1 }).waitFor();
+    expect(await page.evaluate('[sessionStorage.getItem("console.key"), localStorage.length, location.href]')).toEqual([key, 0, `${base}/console/#/campaigns`]);
+
+    await page.getByRole('link', { name: 'Templates' }).click();
+    await page.getByLabel('Name (lowercase, digits, _)').fill('console_offer');
+    await page.getByLabel('Body').fill('Hello {{1}}, your offer code is {{2}}.');
+    await page.getByLabel('Sample values for the variables (comma separated)').fill('Ana, CODE1');
+    await page.getByRole('button', { name: 'Create draft' }).click();
+    const card = page.getByRole('article', { name: 'console_offer' });
+    await card.getByText('draft', { exact: true }).waitFor();
+    await card.getByRole('button', { name: 'Submit for review' }).click();
+    await card.getByText('pending', { exact: true }).waitFor();
+    await eventually(async () => (await api('GET', '/templates')).body.data.some((t: any) => t.template_name === 'console_offer'), 15_000, 100);
+    await page.reload();
+    await page.getByRole('article', { name: 'console_offer' }).getByText('approved', { exact: true }).waitFor();
+    await accessible(page, 'templates');
+    await page.context().close();
+  }, 90_000);
+
+  it('imports a CSV audience (refused rows downloadable), builds a campaign with a mapped field, checks its previews, sends it and watches it complete', async () => {
+    const page = await signedInPage();
+    // The sandbox fails one recipient by status callback (docs/sandbox.md).
+    expect((await fetch(`${sandbox}/recipients`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ to: failingPhone, outcome: 'fail', error_code: 131026 }) })).status).toBeLessThan(300);
+    await page.getByRole('link', { name: 'Contacts' }).click();
+    const csv = 'first_name,phone,tags,city\nAna,+447400123401,console,Lisbon\nBen,+447400123402,console;vip,Porto\nCai,+447400123403,console,Braga\nDee,+447400123404,console,\nEve,not-a-phone,console,Faro\n';
+    await page.getByLabel('CSV file').setInputFiles({ name: 'audience.csv', mimeType: 'text/csv', buffer: Buffer.from(csv) });
+    await page.getByRole('button', { name: 'Import' }).click();
+    await page.getByText('5 of 5 rows sent: 4 created, 1 refused.').waitFor();
+    const [download] = await Promise.all([page.waitForEvent('download'), page.getByRole('button', { name: 'Download refused rows' }).click()]);
+    const refused = readFileSync((await download.path())!, 'utf8');
+    expect(refused).toContain('first_name,phone,tags,city,error');
+    expect(refused).toContain('Eve,not-a-phone');
+    await page.getByRole('link', { name: 'Ben' }).waitFor();
+    await accessible(page, 'contacts');
+
+    await page.getByRole('link', { name: 'Campaigns' }).click();
+    await page.getByRole('button', { name: 'New campaign' }).click();
+    await page.getByLabel('Name').fill('Console launch');
+    const template = (await api('GET', '/templates')).body.data.find((t: any) => t.template_name === 'console_offer');
+    await page.getByLabel('Template (approved)').selectOption(template.id);
+    await page.getByLabel('Groups (contact tags, comma separated)').fill('console');
+    await page.getByLabel('Field for body.1').selectOption('custom_fields.city');
+    await page.getByLabel('Fallback for body.1').fill('friend');
+    await page.getByLabel('Kind for body.2').selectOption('static');
+    await page.getByLabel('Text for body.2').fill('SPRING');
+    await accessible(page, 'campaign builder');
+    await page.getByRole('button', { name: 'Save draft and preview' }).click();
+    await expect.poll(() => page.locator('.audience-total').textContent(), { timeout: 10_000 }).toBe('4');
+    const coverage = page.getByRole('table', { name: 'Field coverage' });
+    await coverage.getByRole('row', { name: 'custom_fields.city 3 1' }).waitFor();
+    await page.getByLabel('Render preview').getByText(/Hello (friend|Lisbon|Porto|Braga), your offer code is SPRING\./).waitFor();
+    // A contact without a city gets the fallback.
+    await page.getByLabel('Sample contact for the render preview').selectOption({ label: 'Dee +447400123404' });
+    await page.getByLabel('Render preview').getByText('Hello friend, your offer code is SPRING.').waitFor();
+    await page.getByLabel('Sample contact for the render preview').selectOption({ label: 'Ana +447400123401' });
+    await page.getByLabel('Render preview').getByText('Hello Lisbon, your offer code is SPRING.').waitFor();
+    await accessible(page, 'campaign builder with previews');
+
+    await page.getByRole('button', { name: 'Review pre-flight and send' }).click();
+    const dialog = page.getByRole('dialog');
+    await dialog.getByText('Audience: 4').waitFor();
+    await dialog.getByRole('button', { name: 'Yes, send now' }).click();
+    await page.waitForURL(/#\/campaigns\/[0-9a-f-]+$/);
+    campaignId = page.url().split('/').pop()!;
+    await page.getByText('COMPLETED', { exact: true }).waitFor({ timeout: 30_000 });
+    await expect.poll(async () => page.getByRole('figure', { name: 'Funnel chart' }).locator('.bar-value').allTextContents(), { timeout: 15_000 })
+      .toEqual(['3', expect.any(String), expect.any(String), '1', '0', '0']);
+    expect(await page.locator('.chart canvas').count()).toBeGreaterThan(0);
+    // The sends-per-second chart has points from the polls made while the page watched.
+    await expect.poll(() => page.getByRole('img', { name: /^Sends per second:/ }).getAttribute('aria-label'), { timeout: 15_000 }).toMatch(/, [1-9]\d* samples$/);
+    await page.getByRole('progressbar', { name: 'Campaign progress' }).and(page.locator('[aria-valuenow="100"]')).waitFor();
+    await accessible(page, 'campaign page');
+    await page.context().close();
+  }, 90_000);
+
+  it('opens the failure group made in the sandbox, drills into its recipients and retargets it', async () => {
+    const page = await signedInPage();
+    await page.goto(`${base}/console/#/campaigns/${campaignId}`);
+    const group = page.locator('.error-group').filter({ hasText: '131026' });
+    await group.waitFor();
+    await group.getByRole('button', { name: 'Show recipients' }).click();
+    await group.getByRole('cell', { name: failingPhone }).waitFor();
+    await accessible(page, 'errors drill-down');
+    await page.getByRole('combobox', { name: 'Status' }).selectOption('failed');
+    await page.locator('section[aria-labelledby="rec-h"] tbody tr').first().getByText(failingPhone).waitFor();
+    await group.getByRole('button', { name: 'Retarget these' }).click();
+    await page.getByRole('dialog').getByRole('button', { name: 'Yes, make the retarget campaign' }).click();
+    await page.waitForURL((url) => /#\/campaigns\/[0-9a-f-]+$/.test(url.hash) && !url.hash.endsWith(campaignId));
+    await page.getByText('DRAFT', { exact: true }).waitFor();
+    await page.getByText('Audience: 1 ').first().waitFor();
+    await page.context().close();
+  }, 90_000);
+
+  it('schedules, pauses and resumes a campaign, each confirmed, and says a refused action (400) in words with its request id', async () => {
+    const template = (await api('GET', '/templates')).body.data.find((t: any) => t.template_name === 'console_offer');
+    const made = await api('POST', '/campaigns', {
+      name: 'Later', template_id: template.id, audience: { groups: ['vip'] },
+      variable_mapping: { components: [{ type: 'body', parameters: [{ kind: 'contact_field', field: 'first_name' }, { kind: 'static', value: 'X' }] }] },
+    });
+    expect(made.status).toBe(201);
+    const page = await signedInPage();
+    await page.goto(`${base}/console/#/campaigns/${made.body.id}`);
+    await page.getByText('DRAFT', { exact: true }).waitFor();
+    const local = (d: Date) => new Date(d.getTime() - d.getTimezoneOffset() * 60_000).toISOString().slice(0, 16);
+    await page.getByRole('button', { name: 'Schedule' }).click();
+    const dialog = page.getByRole('dialog');
+    await dialog.getByLabel('Start at (your local time)').fill(local(new Date(Date.now() - 3600_000)));
+    await dialog.getByRole('button', { name: 'Yes, schedule' }).click();
+    await dialog.getByRole('alert').filter({ hasText: 'scheduled_at must be in the future' }).filter({ hasText: /Request id: req_/ }).waitFor();
+    await dialog.getByLabel('Start at (your local time)').fill(local(new Date(Date.now() + 3600_000)));
+    await dialog.getByRole('button', { name: 'Yes, schedule' }).click();
+    await page.getByText('SCHEDULED', { exact: true }).waitFor();
+    await page.getByRole('button', { name: 'Pause' }).click();
+    await page.getByRole('dialog').getByRole('button', { name: 'Yes, pause' }).click();
+    await page.getByText('PAUSED', { exact: true }).waitFor();
+    await page.getByRole('button', { name: 'Resume' }).click();
+    await page.getByRole('dialog').getByRole('button', { name: 'Yes, resume' }).click();
+    await page.getByText('COMPLETED', { exact: true }).or(page.getByText('RUNNING', { exact: true })).waitFor({ timeout: 15_000 });
+    await page.context().close();
+  }, 90_000);
+
+  it('signs in with an operator one-time link to a read-only key, which sees actions disabled with the missing scope, and sign-out revokes it', async () => {
+    const res = await fetch(`${base}/admin/v1/tenants/${tenant}/console-links`, {
+      method: 'POST', headers: { authorization: `Bearer ${admin}`, 'content-type': 'application/json' }, body: JSON.stringify({ preset: 'read_only' }),
+    });
+    expect(res.status).toBe(201);
+    const link = await res.json() as { url: string; expires_at: string };
+    expect(Date.parse(link.expires_at) - Date.now()).toBeGreaterThan(14 * 60_000);
+    const page = await newPage();
+    await page.goto(link.url);
+    await page.getByRole('heading', { name: 'Campaigns', level: 1 }).waitFor();
+    expect(page.url()).not.toContain('csl_');
+    const sessionKey = await page.evaluate('sessionStorage.getItem("console.key")') as string | null;
+    expect(sessionKey).toMatch(/^svc_sk_live_/);
+    expect(sessionKey).not.toBe(key);
+    expect(await page.getByRole('button', { name: 'New campaign (needs campaigns:write)' }).isDisabled()).toBe(true);
+    await page.getByRole('link', { name: 'Console launch', exact: true }).click();
+    await page.locator('.error-group').first().waitFor();
+    expect(await page.getByRole('button', { name: 'Retarget these (needs campaigns:write)' }).isDisabled()).toBe(true);
+    await page.getByRole('link', { name: 'Contacts' }).click();
+    expect(await page.getByRole('button', { name: 'Import (needs contacts:write)' }).isDisabled()).toBe(true);
+    await page.getByRole('link', { name: 'Templates' }).click();
+    expect(await page.getByRole('button', { name: 'Create draft (needs templates:write)' }).isDisabled()).toBe(true);
+    expect((await api('GET', '/contacts', undefined, sessionKey!)).status).toBe(200);
+
+    await page.getByRole('button', { name: 'Sign out' }).click();
+    await page.getByLabel('API key').waitFor();
+    expect(await page.evaluate('sessionStorage.getItem("console.key")') as string | null).toBeNull();
+    await eventually(async () => (await api('GET', '/contacts', undefined, sessionKey!)).status === 401, 5000, 100);
+    // A link works once.
+    await page.goto(link.url);
+    await page.getByRole('alert').filter({ hasText: 'invalid, expired or already used' }).waitFor();
+    await page.context().close();
+  }, 90_000);
+
+  it('every page at 1280 px and 390 px: screenshots for a person, and no serious or critical accessibility violation', async () => {
+    const pages: [string, string][] = [['campaigns', '#/campaigns'], ['campaign', `#/campaigns/${campaignId}`], ['builder', '#/campaigns/new'], ['contacts', '#/contacts'],
+      ['templates', '#/templates'], ['messages', '#/messages'], ['webhooks', '#/webhooks']];
+    const page = await signedInPage();
+    for (const width of [1280, 390]) {
+      await page.setViewportSize({ width, height: width === 390 ? 844 : 900 });
+      for (const [name, hash] of pages) {
+        await page.goto(`${base}/console/${hash}`);
+        await page.locator('main h1').waitFor();
+        await page.waitForLoadState('networkidle').catch(() => {});
+        if (name === 'campaign') await page.getByRole('figure', { name: 'Funnel chart' }).waitFor();
+        await page.screenshot({ path: join(SHOTS, `${name}-${width}.png`), fullPage: true });
+        // Nothing wider than the phone: the layout holds at 390 px.
+        if (width === 390) expect(await page.evaluate('document.documentElement.scrollWidth') as number, `${name} at 390 px`).toBeLessThanOrEqual(390);
+        await accessible(page, `${name} at ${width} px`);
+      }
+    }
+    const contact = (await api('GET', '/contacts?search=Ana')).body.data[0];
+    await page.goto(`${base}/console/#/contacts/${contact.id}`);
+    await page.getByRole('heading', { name: /Ana/, level: 1 }).waitFor();
+    await accessible(page, 'contact page');
+    await page.context().close();
+  }, 60_000);
+});
