@@ -3,6 +3,7 @@ import { MessagePrice, MessagePricing } from '../messages/messages.schemas.ts';
 import { Nullable } from '../../http/nullable.ts';
 import { PageOf, PageQuery } from '../../http/pagination.ts';
 import { CAMPAIGN_STATUSES } from './campaigns.states.ts';
+import { DAYS, SendWindow } from './send-window.ts';
 
 export const CampaignStats = Type.Object({
   total: Type.Integer(),
@@ -44,6 +45,12 @@ const campaignFields = {
   paused_reason: Nullable(Type.String()),
   /** Whether recipients Meta deferred (131049) are retried later (CAMPAIGN_DEFER_MS) instead of failed at once. Additive. */
   retry_deferred: Type.Boolean(),
+  /** When recipients may be sent, in their local time (additive; null: any time). docs/campaigns.md. */
+  send_window: Nullable(Type.Object({
+    start: Type.String(), end: Type.String(),
+    days: Nullable(Type.Array(Type.Union(DAYS.map((d) => Type.Literal(d))))),
+    time_zone: Type.String({ description: '`recipient` or an IANA zone' }),
+  })),
   created_at: Nullable(Type.String()),
   updated_at: Nullable(Type.String()),
 };
@@ -125,8 +132,13 @@ export const CampaignCreate = Type.Object({
   audience: Type.Optional(AudienceBody),
   scheduled_at: Type.Optional(Nullable(Type.String({ format: 'date-time' }))),
   retry_deferred: Type.Optional(Type.Boolean({ default: true })),
+  send_window: Type.Optional(Nullable(SendWindow)),
 });
 export type CampaignCreate = Static<typeof CampaignCreate>;
+
+/** PATCH /campaigns/{id} (additive): what may change while the campaign is DRAFT, SCHEDULED or PAUSED. */
+export const CampaignPatch = Type.Object({ send_window: Nullable(SendWindow) });
+export type CampaignPatch = Static<typeof CampaignPatch>;
 
 export const ScheduleBody = Type.Object({ scheduled_at: Type.String({ format: 'date-time' }) });
 
@@ -182,6 +194,10 @@ export const Recipient = Type.Object({
   updated_at: Nullable(Type.String()),
   /** Why a skipped recipient was never sent: opted_out, marketing_blocked_country or frequency_cap; null otherwise. */
   skip_reason: Nullable(Type.String()),
+  /** A pending or deferred recipient waiting (its send window's next opening, a retry, Meta's deferral): not sent before then. Additive. */
+  next_attempt_at: Nullable(Type.String()),
+  /** The zone its campaign's send window is read in (null: no window when it was materialised). Additive. */
+  time_zone: Nullable(Type.String()),
 });
 export const RECIPIENT_STATUSES = ['pending', 'sending', 'held', 'deferred', 'skipped', 'sent', 'delivered', 'read', 'failed'] as const;
 export const RecipientStatus = Type.Union(RECIPIENT_STATUSES.map((s) => Type.Literal(s)));
