@@ -110,7 +110,7 @@ describe('campaigns: send windows in the recipient\'s local time', () => {
       const done = await eventually(async () => {
         const c = (await call(t.app, tenant, 'GET', `/campaigns/${campaign.id}`)).json();
         return c.stats.read === 3 ? c : null;
-      }, 20_000);
+      }, 60_000);
       expect(done).toMatchObject({ status: 'RUNNING', stats: { total: 5, sent: 3, pending: 2, failed: 0 } });
       const rows = await recipients(tenant, campaign.id);
       for (const c of open) {
@@ -124,7 +124,7 @@ describe('campaigns: send windows in the recipient\'s local time', () => {
     } finally {
       await workers.stop();
     }
-  });
+  }, 90_000);
 
   it('an explicit IANA zone applies to everyone; days open the window only on those local days', async () => {
     const tenant = await createConnectedTenant(t.app);
@@ -143,7 +143,7 @@ describe('campaigns: send windows in the recipient\'s local time', () => {
       expect(onlyTomorrow.send_window.days).toEqual([tomorrow]);
       for (const id of [inTokyo.id, onlyTomorrow.id]) expect((await call(t.app, tenant, 'POST', `/campaigns/${id}/send`)).statusCode).toBe(200);
 
-      await eventually(async () => (await call(t.app, tenant, 'GET', `/campaigns/${inTokyo.id}`)).json().status === 'COMPLETED', 20_000);
+      await eventually(async () => (await call(t.app, tenant, 'GET', `/campaigns/${inTokyo.id}`)).json().status === 'COMPLETED', 60_000);
       const waiting = await recipients(tenant, onlyTomorrow.id);
       for (const p of people) {
         expect(await sendsTo(p.phone)).toHaveLength(1);
