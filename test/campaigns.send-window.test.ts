@@ -153,7 +153,7 @@ describe('campaigns: send windows in the recipient\'s local time', () => {
     } finally {
       await workers.stop();
     }
-  });
+ }, 90_000);
 
   it('the claim checks the window again: a recipient whose window closed while it was pending is put back to its next opening, not sent', async () => {
     const tenant = await createConnectedTenant(t.app);
