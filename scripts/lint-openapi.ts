@@ -18,6 +18,10 @@ const outArg = process.argv.indexOf('--out');
 const work = mkdtempSync(join(tmpdir(), 'msvc-openapi-'));
 const out = outArg > 0 ? resolve(process.argv[outArg + 1]) : work;
 
+/** Problems that are the design, not defects: the click redirect answers 302 or 404, never 2xx. */
+const ACCEPTED = [{ ruleId: 'operation-2xx-response', pointer: '#/paths/~1r~1{token}/get/responses' }];
+const accepted = (p: LintReport['problems'][number]) => ACCEPTED.some((a) => a.ruleId === p.ruleId && p.location[0]?.pointer === a.pointer);
+
 let status = 1;
 try {
   const documents = await buildOpenApiDocuments();
@@ -33,10 +37,11 @@ try {
     });
     const report = JSON.parse(lint.stdout.slice(lint.stdout.indexOf('{'))) as LintReport;
     for (const problem of report.problems) {
+      if (accepted(problem)) continue;
       console.log(`${file} ${problem.location[0]?.pointer ?? ''}: ${problem.severity} ${problem.ruleId}: ${problem.message}`);
+      if (problem.severity === 'error') errors++;
+      else warnings++;
     }
-    errors += report.totals.errors;
-    warnings += report.totals.warnings;
   }
   console.log(`OpenAPI lint (Redocly recommended): ${errors} errors, ${warnings} warnings${outArg > 0 ? ` (documents in ${out})` : ''}`);
   status = errors + warnings === 0 ? 0 : 1;

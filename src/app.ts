@@ -15,6 +15,7 @@ import { serializersBuiltAtFirstUse } from './http/serialization.ts';
 import { MAX_JSON_DEPTH, assertStorableText, nestsDeeperThan } from './http/storable-text.ts';
 import { adminRoutes } from './modules/admin/admin.routes.ts';
 import { campaignsRoutes } from './modules/campaigns/campaigns.routes.ts';
+import { clickRoutes } from './modules/clicks/clicks.routes.ts';
 import { callbackRoutes } from './modules/callbacks/callbacks.routes.ts';
 import { contactActivityRoutes } from './modules/contacts/activity.routes.ts';
 import { contactsRoutes } from './modules/contacts/contacts.routes.ts';
@@ -126,6 +127,9 @@ export async function buildApp(deps: Deps): Promise<FastifyInstance> {
     await api.register(mediaRoutes, { media: deps.media });
     await api.register(campaignsRoutes, { campaigns: deps.campaigns, recipients: deps.campaignRecipients });
   }, { prefix: PUBLIC_PREFIX });
+
+  // Campaign link clicks (GET /r/{token}): outside the public API, the token is the credential.
+  await app.register(clickRoutes, { clicks: deps.clicks });
 
   // The upstream's callbacks: outside the public API, authenticated by X-Hub-Signature-256.
   await app.register(callbackRoutes, {

@@ -8,6 +8,11 @@ export interface Config {
   production: boolean;
   port: number;
   host: string;
+  /**
+   * The service's public origin as link-tracking templates use it (`<PUBLIC_BASE_URL>/r/{{1}}`);
+   * default: the listener's own URL. No trailing slash.
+   */
+  publicBaseUrl: string;
   /** Where every role serves Prometheus `GET /metrics` (on HOST, no auth); undefined: no such listener. */
   metricsPort: number | undefined;
   role: Role;
@@ -248,6 +253,16 @@ function httpTimeouts(env: Env) {
   };
 }
 
+/** PUBLIC_BASE_URL: an http(s) origin (a path prefix allowed), without a trailing slash. */
+function publicBaseUrl(env: Env, port: number): string {
+  const raw = env.PUBLIC_BASE_URL?.trim();
+  if (!raw) return `http://${env.HOST && env.HOST !== '0.0.0.0' && env.HOST !== '::' ? env.HOST : 'localhost'}:${port}`;
+  let url: URL;
+  try { url = new URL(raw); } catch { throw new ConfigError(`PUBLIC_BASE_URL must be an http(s) URL, got "${raw}"`); }
+  if (url.protocol !== 'https:' && url.protocol !== 'http:') throw new ConfigError(`PUBLIC_BASE_URL must be an http(s) URL, got "${raw}"`);
+  return raw.replace(/\/+$/, '');
+}
+
 export function loadConfig(env: Env = process.env): Config {
   const production = env.NODE_ENV === 'production';
   if (production) {
@@ -268,6 +283,7 @@ export function loadConfig(env: Env = process.env): Config {
     port,
     // The embedded default prints an admin token and serves a demo tenant: loopback unless HOST widens it.
     host: env.HOST || (env.DATABASE_URL ? '0.0.0.0' : '127.0.0.1'),
+    publicBaseUrl: publicBaseUrl(env, port),
     role,
     metricsPort: env.METRICS_PORT ? int(env, 'METRICS_PORT', 0) : undefined,
     databaseUrl: checkDatabaseUrl(env.DATABASE_URL || undefined),

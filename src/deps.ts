@@ -14,6 +14,7 @@ import { campaignQueueDepth } from './modules/campaigns/campaigns.metrics.ts';
 import { AdminService } from './modules/admin/admin.service.ts';
 import { CampaignRecipients } from './modules/campaigns/campaigns.recipients.ts';
 import { CampaignsService } from './modules/campaigns/campaigns.service.ts';
+import { ClicksService } from './modules/clicks/clicks.service.ts';
 import { ContactsService } from './modules/contacts/contacts.service.ts';
 import { ContactActivityService } from './modules/contacts/activity.service.ts';
 import { WebhookSender } from './modules/webhooks/webhooks.sender.ts';
@@ -63,6 +64,7 @@ export interface Deps {
   /** The rate card (prices of messages, campaign estimates), cached for RATE_CARD_CACHE_MS. */
   rateCards: RateCards;
   campaignRecipients: CampaignRecipients;
+  clicks: ClicksService;
   /** Per phone number send pacing, shared across processes through Redis. */
   pacer: SendPacer;
   close(): Promise<void>;
@@ -192,9 +194,10 @@ export async function createDeps(config: Config, logger: Logger = createLogger(c
     messages: new MessagesService(db, upstream, media, config.secretsKey, logger, config.sendReconcileMs, pacer),
     callbacks,
     pacer,
-    campaigns: new CampaignsService(db, rateCards, config.messagingLimitWindowMs),
+    campaigns: new CampaignsService(db, rateCards, config.messagingLimitWindowMs, config.publicBaseUrl),
     rateCards,
     campaignRecipients: new CampaignRecipients(db),
+    clicks: new ClicksService(db, config.secretsKey),
     async close() {
       redis?.disconnect();
       await webhookSender.close();

@@ -71,8 +71,8 @@ describe('campaigns API: resource, validation, access', () => {
       batch_size: 25, scheduled_at: null, started_at: null, completed_at: null, total_recipients: 0,
       stats: { total: 0, sent: 0, delivered: 0, read: 0, failed: 0, pending: 0, held: 0, deferred: 0, skipped: 0 },
     });
-    // The spec's six keys, and the additive held, deferred and skipped.
-    expect(Object.keys(c.stats).sort()).toEqual(['deferred', 'delivered', 'failed', 'held', 'pending', 'read', 'sent', 'skipped', 'total']);
+    // The spec's six keys, and the additive held, deferred, skipped, replied and clicked.
+    expect(Object.keys(c.stats).sort()).toEqual(['clicked', 'deferred', 'delivered', 'failed', 'held', 'pending', 'read', 'replied', 'sent', 'skipped', 'total']);
     expect(c.created_at).toMatch(ISO);
     expect(c.updated_at === null || ISO.test(c.updated_at)).toBe(true);
 

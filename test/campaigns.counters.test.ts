@@ -27,10 +27,11 @@ describe('campaigns: counter moves', () => {
     return { tenant, id };
   };
   const truth = async (id: string) => {
-    const rows = await t.deps.db.selectFrom('campaign_recipients').select('status').where('campaign_id', '=', id).execute();
+    const rows = await t.deps.db.selectFrom('campaign_recipients').select(['status', 'replied_at', 'clicked_at']).where('campaign_id', '=', id).execute();
     const count = (...statuses: string[]) => rows.filter((r) => statuses.includes(r.status)).length;
     return { total: rows.length, sent: count('sent', 'delivered', 'read'), delivered: count('delivered', 'read'), read: count('read'), failed: count('failed'),
-      pending: count('pending', 'sending', 'held', 'deferred'), held: count('held'), deferred: count('deferred'), skipped: count('skipped') };
+      pending: count('pending', 'sending', 'held', 'deferred'), held: count('held'), deferred: count('deferred'), skipped: count('skipped'),
+      replied: rows.filter((r) => r.replied_at).length, clicked: rows.filter((r) => r.clicked_at).length };
   };
   const unfoldedMoves = async (id: string) => (await t.deps.db.selectFrom('campaign_counter_moves').select('campaign_id').where('campaign_id', '=', id).execute()).length;
 
@@ -53,7 +54,7 @@ describe('campaigns: counter moves', () => {
       await eventually(async () => (await truth(id)).read === 8, 20_000);
       const during = (await call(t.app, tenant, 'GET', `/campaigns/${id}`)).json();
       expect(during.status).toBe('RUNNING');
-      expect(during.stats).toEqual({ total: 8, sent: 8, delivered: 8, read: 8, failed: 0, pending: 0, held: 0, deferred: 0, skipped: 0 });
+      expect(during.stats).toEqual({ total: 8, sent: 8, delivered: 8, read: 8, failed: 0, pending: 0, held: 0, deferred: 0, skipped: 0, replied: 0, clicked: 0 });
       expect(await unfoldedMoves(id)).toBeGreaterThan(0);
       const row = await t.deps.db.selectFrom('campaigns').select(['pending_count', 'read_count']).where('id', '=', id).executeTakeFirstOrThrow();
       expect(row).toEqual({ pending_count: 8, read_count: 0 });
@@ -64,7 +65,7 @@ describe('campaigns: counter moves', () => {
         const c = (await call(t.app, tenant, 'GET', `/campaigns/${id}`)).json();
         return c.status === 'COMPLETED' ? c : null;
       }, 10_000);
-      expect(done.stats).toEqual({ total: 8, sent: 8, delivered: 8, read: 8, failed: 0, pending: 0, held: 0, deferred: 0, skipped: 0 });
+      expect(done.stats).toEqual({ total: 8, sent: 8, delivered: 8, read: 8, failed: 0, pending: 0, held: 0, deferred: 0, skipped: 0, replied: 0, clicked: 0 });
       // Completion folded every move into the row (the event carries exact stats).
       expect(await unfoldedMoves(id)).toBe(0);
       const folded = await t.deps.db.selectFrom('campaigns').select(['pending_count', 'sent_count', 'delivered_count', 'read_count', 'failed_count']).where('id', '=', id).executeTakeFirstOrThrow();
@@ -111,7 +112,7 @@ describe('campaigns: counter moves', () => {
     const byId = new Map(rows.map((r) => [r.id, r]));
     expect([byId.get(a)?.status, byId.get(b)?.status, byId.get(c)?.status]).toEqual(['read', 'read', 'failed']);
     expect(byId.get(c)?.error_code).toBe(131026);
-    expect(await truth(id)).toEqual({ total: 3, sent: 2, delivered: 2, read: 2, failed: 1, pending: 0, held: 0, deferred: 0, skipped: 0 });
+    expect(await truth(id)).toEqual({ total: 3, sent: 2, delivered: 2, read: 2, failed: 1, pending: 0, held: 0, deferred: 0, skipped: 0, replied: 0, clicked: 0 });
     expect((await call(t.app, tenant, 'GET', `/campaigns/${id}`)).json().stats).toEqual(await truth(id));
   });
 

@@ -82,6 +82,32 @@ describe('campaigns: dispatch against a slow upstream', () => {
     }
   }, 60_000);
 
+  it('a live worker keeps its claims while an answer takes longer than the lease and the reconciliation window: another worker never sends them again', async () => {
+    // Answers after 2.5 s, leases of 1.2 s, a reconciliation window of 0.6 s: without the live
+    // worker renewing its leases, the second worker's reconciliation would take these sends for
+    // unsent (no answer recorded, no callback yet) and send them again.
+    const { tenant, contacts, id } = await startCampaign(3);
+    await setLatency(2500);
+    const options = { leaseMs: 1200, reconcileMs: 600, issueWithinMs: 500 };
+    const first = runCampaignWorkers(t, [tenant.id], options);
+    let second: ReturnType<typeof runCampaignWorkers> | null = null;
+    try {
+      expect((await call(t.app, tenant, 'POST', `/campaigns/${id}/send`)).statusCode).toBe(200);
+      await eventually(async () => (await sendingCount(id)) > 0, 10_000, 10);
+      second = runCampaignWorkers(t, [tenant.id], options);
+      await eventually(async () => (await call(t.app, tenant, 'GET', `/campaigns/${id}`)).json().status === 'COMPLETED', 40_000);
+      await first.stop();
+      await second.stop();
+      for (const c of contacts) expect(await sendsTo(c.phone)).toHaveLength(1);
+      const attempts = await t.deps.db.selectFrom('campaign_recipients').select('attempts').where('campaign_id', '=', id).execute();
+      expect(attempts.map((r) => r.attempts)).toEqual([1, 1, 1]);
+    } finally {
+      await setLatency(0);
+      await first.stop();
+      await second?.stop();
+    }
+  }, 60_000);
+
   it('a send may be issued until half of its lease\'s spare time after its slots (lease minus horizon and upstream timeout)', () => {
     expect(loadConfig({}).campaignIssueWithinMs).toBe(1000 + (41_000 - 1000 - 10_000) / 2);
     expect(loadConfig({ PACING_HORIZON_MS: '200', UPSTREAM_TIMEOUT_MS: '2000', CAMPAIGN_LEASE_MS: '2500' }).campaignIssueWithinMs).toBe(350);

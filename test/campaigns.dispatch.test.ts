@@ -36,7 +36,7 @@ describe('campaigns: dispatch', () => {
         const c = await getCampaign(tenant, id);
         return c.status === 'COMPLETED' && c.stats.read === 12 ? c : null;
       }, 20_000);
-      expect(done.stats).toEqual({ total: 12, sent: 12, delivered: 12, read: 12, failed: 0, pending: 0, held: 0, deferred: 0, skipped: 0 });
+      expect(done.stats).toEqual({ total: 12, sent: 12, delivered: 12, read: 12, failed: 0, pending: 0, held: 0, deferred: 0, skipped: 0, replied: 0, clicked: 0 });
       for (const contact of contacts) {
         const sends = await sendsTo(contact.phone);
         expect(sends).toHaveLength(1);

@@ -353,7 +353,7 @@ describe('campaigns API: lifecycle, audience, recipients, errors, retarget', () 
         expect(Object.keys(row).sort()).toEqual(['code', 'count', 'fix', 'sample_message', 'title']);
         expect(row).toMatchObject({ title: info.title, fix: info.fix, sample_message: expect.stringMatching(/\S/) });
       }
-      expect((await get(tenant, campaignId)).stats).toEqual({ total: 58, sent: 3, delivered: 3, read: 3, failed: 55, pending: 0, held: 0, deferred: 0, skipped: 0 });
+      expect((await get(tenant, campaignId)).stats).toEqual({ total: 58, sent: 3, delivered: 3, read: 3, failed: 55, pending: 0, held: 0, deferred: 0, skipped: 0, replied: 0, clicked: 0 });
     });
 
     it('drill-down lists a code\'s failed recipients, limit 1-200 (default 50)', async () => {
@@ -389,7 +389,7 @@ describe('campaigns API: lifecycle, audience, recipients, errors, retarget', () 
       }
       expect(seen.size).toBe(58);
       const first = (await page('?limit=1')).json().data[0];
-      expect(Object.keys(first).sort()).toEqual(['attempts', 'contact_id', 'error', 'error_code', 'id', 'message_id', 'phone_number', 'price', 'pricing', 'skip_reason', 'status', 'updated_at']);
+      expect(Object.keys(first).sort()).toEqual(['attempts', 'button_payload', 'click_count', 'clicked_at', 'contact_id', 'error', 'error_code', 'id', 'message_id', 'phone_number', 'price', 'pricing', 'replied_at', 'skip_reason', 'status', 'updated_at']);
       expect((await page('')).json().pagination).toMatchObject({ page: 1, limit: 20 });
       const failed = (await page('?status=failed&limit=100')).json();
       expect(failed.pagination.total_items).toBe(55);
@@ -414,7 +414,7 @@ describe('campaigns API: lifecycle, audience, recipients, errors, retarget', () 
       expect(csv.headers['content-type']).toMatch(/^text\/csv/);
       expect(csv.headers['content-disposition']).toContain('attachment');
       const lines = csv.body.trimEnd().split('\n');
-      expect(lines[0]).toBe('id,phone_number,contact_id,status,message_id,error_code,error,attempts,updated_at,skip_reason,pricing_category,pricing_type,price,currency');
+      expect(lines[0]).toBe('id,phone_number,contact_id,status,message_id,error_code,error,attempts,updated_at,skip_reason,pricing_category,pricing_type,price,currency,replied_at,button_payload,clicked_at,click_count');
       expect(lines).toHaveLength(59);
       const all = (await page('?limit=100')).json().data;
       const byId = new Map(all.map((r: { id: string }) => [r.id, r]));

@@ -1,5 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { adminHeaders, call, eventually } from './helpers/app.ts';
+import { adminHeaders, call, eventually, itOnPostgresServer } from './helpers/app.ts';
+import { settleCallbackFailures } from '../src/modules/campaigns/callback-failures.ts';
+import { campaignQueue } from '../src/modules/campaigns/campaigns.queue.ts';
 import { createApprovedTemplate, createConnectedTenant, eventsOf, postCallback, sandboxControl, startUpstreamApp, statusCallback, type UpstreamTenant, type UpstreamTestApp } from './helpers/upstream.ts';
 import { CAMPAIGN_ENV, createContacts, runCampaignWorkers, someContacts, uniqueTag } from './helpers/campaigns.ts';
 
@@ -57,18 +59,23 @@ describe('campaigns: every upstream answer through the outcome model', () => {
 
   it('a retry-later code by callback puts the recipient back to pending, sends it again, and emits no message.failed; a redelivered failure of an earlier attempt is stale', { timeout: 60_000 }, async () => {
     const tenant = await createConnectedTenant(t.app);
-    const workers = runCampaignWorkers(t, [tenant.id]);
+    let workers: ReturnType<typeof runCampaignWorkers> | null = null;
     let flaky = '';
     let id = '';
     let waiting: Awaited<ReturnType<typeof recipient>>;
     try {
       const template = await createApprovedTemplate(t.app, tenant);
       const tag = uniqueTag();
-      const contacts = await createContacts(t, tenant, someContacts(3, { tags: [tag] }));
-      flaky = contacts[0].phone;
-      await rule(flaky, 'fail', { error_code: 131000 });
+      await createContacts(t, tenant, someContacts(3, { tags: [tag] }));
       id = await campaignOf(tenant, template.id, tag);
       await call(t.app, tenant, 'POST', `/campaigns/${id}/send`);
+      // The first recipient (sent first) is the flaky one, and one send a second keeps the campaign
+      // running while its failure comes back by callback (after the campaign ends, it would stand).
+      const [first] = await t.deps.db.selectFrom('campaign_recipients').select('phone').where('campaign_id', '=', id).orderBy('id').limit(1).execute();
+      flaky = first.phone;
+      await rule(flaky, 'fail', { error_code: 131000 });
+      await t.deps.db.updateTable('business_accounts').set({ messages_per_second: 1 }).where('tenant_id', '=', tenant.id).execute();
+      workers = runCampaignWorkers(t, [tenant.id]);
       // As a synchronous 131000: back to pending at its retry delay, the code kept for the listing.
       waiting = await eventually(async () => {
         const r = await recipient(id, flaky);
@@ -78,12 +85,12 @@ describe('campaigns: every upstream answer through the outcome model', () => {
       expect(waiting.not_before!.getTime()).toBeGreaterThan(Date.now());
       await rule(flaky, 'ok');
       const done = await completed(tenant, id);
-      expect(done.stats).toMatchObject({ total: 3, failed: 0, pending: 0, sent: 3 });
+      expect(done.stats, JSON.stringify(done.stats)).toMatchObject({ total: 3, failed: 0, pending: 0, sent: 3 });
       expect(await recipient(id, flaky)).toMatchObject({ attempts: 2 });
       expect(await sendsTo(flaky)).toHaveLength(2);
       expect(await eventsOf(t.deps, tenant.id, 'message.failed')).toEqual([]);
     } finally {
-      await workers.stop();
+      await workers?.stop();
     }
     // Meta redelivers the first attempt's failure while a next attempt is on its way (its row has no
     // upstream id yet, so the callback matches by our id): stale, it must not send the recipient again.
@@ -102,6 +109,57 @@ describe('campaigns: every upstream answer through the outcome model', () => {
     expect((await postCallback(t.app, failure(Date.now() + 1000))).statusCode).toBe(200);
     expect(await recipient(id, flaky)).toMatchObject({ status: 'pending' });
     await t.deps.db.updateTable('campaigns').set({ status: 'STOPPED' }).where('id', '=', id).execute();
+  });
+
+  itOnPostgresServer('two connections: a callback transaction held open while the completion runs')('a retry-later failure by callback and the campaign\'s completion never cross: the campaign waits for the recipient sent back to pending', { timeout: 60_000 }, async () => {
+    const tenant = await createConnectedTenant(t.app);
+    const workers = runCampaignWorkers(t, [tenant.id]);
+    const template = await createApprovedTemplate(t.app, tenant);
+    const tag = uniqueTag();
+    await createContacts(t, tenant, someContacts(1, { tags: [tag] }));
+    const id = await campaignOf(tenant, template.id, tag);
+    await call(t.app, tenant, 'POST', `/campaigns/${id}/send`);
+    await completed(tenant, id);
+    await workers.stop();
+    // Its only recipient sent, the campaign about to complete (as in the dispatcher's next turn)
+    // while the recipient's 131000 failure is being applied in a callback's transaction.
+    await t.deps.db.updateTable('campaigns').set({ status: 'RUNNING', completed_at: null }).where('id', '=', id).execute();
+    const [row] = await t.deps.db.selectFrom('campaign_recipients').select(['id', 'message_id']).where('campaign_id', '=', id).execute();
+    let release!: () => void;
+    const held = new Promise<void>((done) => { release = done; });
+    let settled!: () => void;
+    const applied = new Promise<void>((done) => { settled = done; });
+    const callback = t.deps.db.transaction().execute(async (tx) => {
+      await settleCallbackFailures(tx, tenant.id, [{
+        upstreamMessageId: row.message_id!, status: 'failed', timestamp: new Date(Date.now() + 1000), callbackData: row.id, error: { code: 131000, title: 'Something went wrong' },
+      }], { maxAttempts: 3, deferMs: 60_000, deferAttempts: 2 });
+      settled();
+      await held;
+    });
+    await applied;
+    let completing = false;
+    const completion = campaignQueue.completeIfDone(t.deps.db, id).then((r) => { completing = true; return r; });
+    await new Promise((r) => setTimeout(r, 300));
+    expect(completing).toBe(false);
+    release();
+    await callback;
+    expect(await completion).toBeUndefined();
+    expect((await getCampaign(tenant, id))).toMatchObject({ status: 'RUNNING', stats: { pending: 1, sent: 0 } });
+    await t.deps.db.updateTable('campaigns').set({ status: 'STOPPED' }).where('id', '=', id).execute();
+  });
+
+  it('the account\'s statuses_through follows the latest committed status timestamp, never back', async () => {
+    const tenant = await createConnectedTenant(t.app);
+    const through = async () => (await t.deps.db.selectFrom('business_accounts').select('statuses_through').where('tenant_id', '=', tenant.id).executeTakeFirstOrThrow()).statuses_through;
+    expect(await through()).toBeNull();
+    const status = (seconds: number) => statusCallback(tenant.phoneNumberId, [{ id: `wamid.${seconds}`, status: 'delivered', timestamp: String(seconds), recipient_id: '14155550100' }]);
+    const now = Math.floor(Date.now() / 1000);
+    expect((await postCallback(t.app, status(now))).statusCode).toBe(200);
+    expect(await through()).toEqual(new Date(now * 1000));
+    expect((await postCallback(t.app, status(now - 30))).statusCode).toBe(200);
+    expect(await through()).toEqual(new Date(now * 1000));
+    expect((await postCallback(t.app, status(now + 5))).statusCode).toBe(200);
+    expect(await through()).toEqual(new Date((now + 5) * 1000));
   });
 
   it('a recipient Meta deferred (131049) waits as deferred, is retried after CAMPAIGN_DEFER_MS and sent; the campaign completes only then', { timeout: 60_000 }, async () => {

@@ -182,7 +182,7 @@ describe('campaign recipient queue', () => {
     }
   });
 
-  it('reconcileExpired settles expired leases by what the message row heard, re-queues silent ones past the window, and counts only those settled', async () => {
+  it('reconcileExpired settles expired leases by what the message row heard, re-queues silent ones past the window once the callbacks caught up (or after five windows), and counts only those settled', async () => {
     const { tenant, ids: [id] } = await campaignsOf(6);
     const [delivered, accepted, failed, silentOld, silentRecent, noMessage] = await claimAndRecord(tenant, id);
     const db = t.deps.db;
@@ -190,20 +190,48 @@ describe('campaign recipient queue', () => {
     await db.updateTable('messages').set({ upstream_message_id: `wamid.${accepted.id}` }).where('id', '=', accepted.id).execute();
     await db.updateTable('messages').set({ status: 'failed', status_rank: 4, error_code: 131026, error_title: 'Message undeliverable' }).where('id', '=', failed.id).execute();
     await db.deleteFrom('messages').where('id', '=', noMessage.id).execute();
+    const oldAttempt = new Date(Date.now() - 120_000);
     const recentAttempt = new Date(Date.now() - 10_000);
-    await db.updateTable('campaign_recipients').set({ lease_until: new Date(Date.now() - 1_000), attempted_at: new Date(Date.now() - 120_000) }).where('campaign_id', '=', id).execute();
+    const expire = (ids: string[]) => db.updateTable('campaign_recipients').set({ lease_until: new Date(Date.now() - 1_000) }).where('id', 'in', ids).execute();
+    const heardThrough = (at: Date | null) => db.updateTable('business_accounts').set({ statuses_through: at }).where('tenant_id', '=', tenant.id).execute();
+    await db.updateTable('campaign_recipients').set({ lease_until: new Date(Date.now() - 1_000), attempted_at: oldAttempt }).where('campaign_id', '=', id).execute();
     await db.updateTable('campaign_recipients').set({ attempted_at: recentAttempt }).where('id', '=', silentRecent.id).execute();
 
-    expect(await campaignQueue.reconcileExpired(db, 60_000, [tenant.id])).toBe(5);
+    // No status callback heard yet for the account: the silent old one waits although its window is over.
+    expect(await campaignQueue.reconcileExpired(db, 60_000, [tenant.id])).toBe(4);
     expect(await recipient(delivered.id)).toMatchObject({ status: 'delivered', message_id: `wamid.${delivered.id}`, lease_until: null, error_code: null });
     expect(await recipient(accepted.id)).toMatchObject({ status: 'sent', message_id: `wamid.${accepted.id}`, lease_until: null });
     expect(await recipient(failed.id)).toMatchObject({ status: 'failed', error_code: 131026, error_title: 'Message undeliverable', lease_until: null });
-    expect(await recipient(silentOld.id)).toMatchObject({ status: 'pending', lease_until: null, message_id: null });
+    // No message row: never sent, back at once.
     expect(await recipient(noMessage.id)).toMatchObject({ status: 'pending', lease_until: null });
+    const unheard = await recipient(silentOld.id);
+    expect(unheard.status).toBe('sending');
+    expect(unheard.lease_until!.getTime()).toBeGreaterThan(Date.now());
+    expect(unheard.lease_until!.getTime()).toBeLessThanOrEqual(Date.now() + 1_000);
     // Still inside its window: sending, leased until the window ends.
     const waiting = await recipient(silentRecent.id);
     expect(waiting.status).toBe('sending');
     expect(waiting.lease_until?.getTime()).toBe(recentAttempt.getTime() + 60_000);
+
+    // Callbacks heard up to the end of its window, not past it: still waiting.
+    await heardThrough(new Date(oldAttempt.getTime() + 60_000));
+    await expire([silentOld.id]);
+    expect(await campaignQueue.reconcileExpired(db, 60_000, [tenant.id])).toBe(0);
+    // Past it: sent again.
+    await heardThrough(new Date(oldAttempt.getTime() + 61_000));
+    await expire([silentOld.id]);
+    expect(await campaignQueue.reconcileExpired(db, 60_000, [tenant.id])).toBe(1);
+    expect(await recipient(silentOld.id)).toMatchObject({ status: 'pending', lease_until: null, message_id: null });
+
+    // An account that hears nothing at all: after five windows it is sent again anyway.
+    await heardThrough(null);
+    await db.updateTable('campaign_recipients').set({ attempted_at: new Date(Date.now() - 290_000) }).where('id', '=', silentRecent.id).execute();
+    await expire([silentRecent.id]);
+    expect(await campaignQueue.reconcileExpired(db, 60_000, [tenant.id])).toBe(0);
+    await db.updateTable('campaign_recipients').set({ attempted_at: new Date(Date.now() - 301_000) }).where('id', '=', silentRecent.id).execute();
+    await expire([silentRecent.id]);
+    expect(await campaignQueue.reconcileExpired(db, 60_000, [tenant.id])).toBe(1);
+    expect(await recipient(silentRecent.id)).toMatchObject({ status: 'pending', lease_until: null });
     expect(await statsOf(tenant, id)).toEqual(await truth(id));
     // Nothing expired is left: nothing more to settle.
     expect(await campaignQueue.reconcileExpired(db, 60_000, [tenant.id])).toBe(0);

@@ -71,7 +71,7 @@ describe('embedded default (PGlite, in-memory counters, no configuration)', () =
       if (i > 300) throw new Error(`campaign not completed: ${JSON.stringify(final)}`);
       await new Promise((r) => setTimeout(r, 50));
     }
-    expect(final.stats).toEqual({ total: 1, sent: 1, delivered: 1, read: 1, failed: 0, pending: 0, held: 0, deferred: 0, skipped: 0 });
+    expect(final.stats).toEqual({ total: 1, sent: 1, delivered: 1, read: 1, failed: 0, pending: 0, held: 0, deferred: 0, skipped: 0, replied: 0, clicked: 0 });
 
     server.child.kill('SIGTERM');
     expect(await server.exited).toEqual({ code: 0, signal: null });

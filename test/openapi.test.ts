@@ -70,7 +70,7 @@ describe('OpenAPI documents', () => {
     // Routes without an entry in openapi.operations.ts are listed here (and get a stand-in name).
     expect(publicDoc['x-undocumented-operations']).toBeUndefined();
     expect(adminDoc['x-undocumented-operations']).toBeUndefined();
-    expect(operations(publicDoc).length).toBe(publicRoutes.length + 2); // and the two health routes
+    expect(operations(publicDoc).length).toBe(publicRoutes.length + 3); // and the two health routes and the click redirect
     // ...and no entry there outlives its route.
     for (const [table, document] of [[PUBLIC_OPERATIONS, publicDoc], [ADMIN_OPERATIONS, adminDoc]] as const) {
       for (const key of Object.keys(table)) {
@@ -101,12 +101,17 @@ describe('OpenAPI documents', () => {
     const all = [publicDoc, adminDoc].flatMap((document) => operations(document).map((operation) => ({ ...operation, document })));
     for (const { path, method, op, document } of all) {
       const statuses = Object.keys(op.responses);
-      expect(statuses.some((s) => /^2/.test(s)), `${method} ${path}`).toBe(true);
+      // The click redirect answers 302 (or its 404 page), never 2xx.
+      expect(statuses.some((s) => (path === '/r/{token}' ? /^302$/ : /^2/).test(s)), `${method} ${path}`).toBe(true);
       expect(statuses.some((s) => /^4/.test(s)), `${method} ${path}`).toBe(true);
       for (const [status, answer] of Object.entries(op.responses as Json)) {
         const response = answer.$ref ? document.components.responses[answer.$ref.split('/').pop()] : answer;
         expect(response.headers?.['X-Request-Id'], `${method} ${path} ${status}`).toBeDefined();
         if (Number(status) < 400) continue;
+        if (path === '/r/{token}' && status === '404') {
+          expect(response.content['text/html']).toBeDefined();
+          continue;
+        }
         const media = response.content['application/json'];
         const error = { $ref: '#/components/schemas/Error' };
         // A not-ready /readyz answers its own body; shutting down, the envelope.
@@ -193,14 +198,14 @@ describe('OpenAPI documents', () => {
     expect(anonymous.json().error.code).toBe('AUTHENTICATION_REQUIRED');
   });
 
-  it('asks no credentials of the health routes, and a bearer key of every other operation', () => {
+  it('asks no credentials of the health routes and the click redirect, and a bearer key of every other operation', () => {
     expect(publicDoc.security).toEqual([{ bearer: [] }]);
-    for (const path of ['/healthz', '/readyz']) {
+    for (const path of ['/healthz', '/readyz', '/r/{token}']) {
       const op = publicDoc.paths[path].get;
       expect(op.security).toEqual([]);
       expect(op.servers).toEqual([expect.objectContaining({ url: '/' })]);
     }
-    for (const { path, op } of operations(publicDoc)) if (!['/healthz', '/readyz'].includes(path)) expect(op.security).toBeUndefined();
+    for (const { path, op } of operations(publicDoc)) if (!['/healthz', '/readyz', '/r/{token}'].includes(path)) expect(op.security).toBeUndefined();
   });
 
   it('serves the public document to the explorer at /docs', async () => {

@@ -42,6 +42,8 @@ export interface BusinessAccountsTable {
   /** The portfolio's messaging limit (unique users per window); null: unlimited. */
   messaging_limit: number | null;
   messaging_limit_updated_at: Timestamp | null;
+  /** Latest status timestamp among committed status callbacks (migrations/0027). */
+  statuses_through: Timestamp | null;
   connected_at: ColumnType<Date, Date | string | undefined, Date | string>;
   updated_at: Timestamp | null;
 }
@@ -334,6 +336,8 @@ export interface CampaignsTable {
   held_count: Generated<number>;
   deferred_count: Generated<number>;
   skipped_count: Generated<number>;
+  replied_count: Generated<number>;
+  clicked_count: Generated<number>;
   failure_reason: string | null;
   paused_reason: string | null;
   retry_deferred: Generated<boolean>;
@@ -358,6 +362,8 @@ export interface CampaignCounterMovesTable {
   held: Generated<number>;
   deferred: Generated<number>;
   skipped: Generated<number>;
+  replied: Generated<number>;
+  clicked: Generated<number>;
 }
 
 export interface CampaignRecipientsTable {
@@ -377,6 +383,10 @@ export interface CampaignRecipientsTable {
   defers: Generated<number>;
   skip_reason: string | null;
   time_zone: string | null;
+  replied_at: Timestamp | null;
+  button_payload: string | null;
+  clicked_at: Timestamp | null;
+  click_count: number | null;
   updated_at: Timestamp | null;
 }
 

@@ -215,11 +215,13 @@ export const PUBLIC_OPERATIONS: Record<string, OperationDoc> = {
       + '`error_code` is a string of digits, as in the errors summary, or null.',
   },
   'POST /campaigns/{id}/retarget': {
-    operationId: 'retargetCampaign', summary: 'Retarget failed recipients', tag: 'Campaigns', notFound: 'Campaign not found',
-    description: 'A new DRAFT campaign whose audience is the failed recipients (optionally only those with the given error codes), archived contacts left out. '
-      + '`error_codes` as `GET /campaigns/{id}/errors` shows them (strings of digits, or `unknown` for failures without a code) or as numbers. '
-      + 'When no failed recipient matches, 400 VALIDATION_ERROR and no campaign is created.',
-    example: { error_codes: ['131026', 131049], name: 'Spring sale (retry)' },
+    operationId: 'retargetCampaign', summary: 'Retarget a segment of recipients', tag: 'Campaigns', notFound: 'Campaign not found',
+    description: 'A new DRAFT campaign whose audience is a segment of the recipients, archived contacts left out. `segment`: `failed` (the default; '
+      + 'optionally only those with the given `error_codes`), `not_delivered` (sent but never delivered, or failed), `delivered_not_read`, `read_not_replied`, '
+      + '`replied`, `clicked`, `not_clicked` (sent recipients without a click; `clicked` and `not_clicked` need a campaign with `track_clicks`). '
+      + '`error_codes` (only with `failed`) as `GET /campaigns/{id}/errors` shows them (strings of digits, or `unknown` for failures without a code) or as numbers. '
+      + 'When no recipient matches (an empty segment), 400 VALIDATION_ERROR and no campaign is created.',
+    example: { segment: 'read_not_replied', name: 'Spring sale (follow-up)' },
   },
 
   // Webhook endpoints
@@ -263,6 +265,16 @@ export const PUBLIC_OPERATIONS: Record<string, OperationDoc> = {
   },
 
   // Outside the API's base path (see openapi.ts).
+  'GET /r/{token}': {
+    operationId: 'followCampaignLink', summary: 'Follow a tracked campaign link', tag: 'Campaigns',
+    description: 'The link a campaign created with `track_clicks` sends in its URL button (`<PUBLIC_BASE_URL>/r/{token}`, one token per recipient). '
+      + 'Records the click (the recipient\'s `clicked_at` and `click_count`, the campaign\'s `clicked`) and redirects to that recipient\'s destination. '
+      + 'An unknown token, or a destination that is not an https URL, is a 404 HTML page: never a redirect elsewhere. No authentication.',
+    responses: {
+      302: { description: 'Redirect to the recipient\'s destination (an https URL)', headers: { Location: { schema: { type: 'string', format: 'uri' } } } },
+      404: { description: 'Not a link of this service: an HTML page', content: { 'text/html': { schema: { type: 'string' } } } },
+    },
+  },
   'GET /healthz': {
     operationId: 'getHealth', summary: 'Liveness', tag: 'Health', description: 'The process is up. No authentication.',
     responses: { 200: { description: 'Alive', content: { 'application/json': { schema: { type: 'object', required: ['status'], properties: { status: { type: 'string', enum: ['ok'] } } } } } } },

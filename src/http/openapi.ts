@@ -175,6 +175,7 @@ const DOCUMENT_SCHEMAS: Json = {
             format: { type: 'string', enum: ['IMAGE', 'VIDEO', 'DOCUMENT', 'TEXT'], description: 'Header only.' },
             sub_type: { type: 'string', description: 'Button only, e.g. url.' },
             index: { type: 'integer', description: 'Button only: its position.' },
+            track_clicks: { type: 'boolean', readOnly: true, description: 'Set by the service (never taken from input) on the URL button a `track_clicks` campaign sends its click-tracking link in; its parameter is the destination.' },
             parameters: {
               type: 'array',
               items: {
@@ -403,7 +404,9 @@ const ADMIN_API: ApiDocument = {
 };
 
 /** Routes outside the API's base path that the public document describes (no authentication). */
-const HEALTH_PATHS = new Set(['/healthz', '/readyz']);
+const HEALTH_PATHS = new Set(['/healthz', '/readyz', '/r/{token}']);
+/** Of those, routes whose documented responses are all the table's (a redirect, an HTML page). */
+const DOC_RESPONSES_ONLY = new Set(['/r/{token}']);
 
 /** `GET /contacts/{id}` with the table's entry, or a stand-in a test reports. */
 function operationDoc(api: ApiDocument, key: string): OperationDoc & { missing?: true } {
@@ -450,7 +453,7 @@ function buildDocument(raw: Json, api: ApiDocument): Json {
         ...(facts.idempotent && status < 300 ? ['Idempotent-Replayed'] : []),
       ]);
       const responses: Json = {};
-      for (const [status, response] of Object.entries({ ...op.responses, ...doc.responses } as Json)) {
+      for (const [status, response] of Object.entries({ ...(DOC_RESPONSES_ONLY.has(path) ? {} : op.responses), ...doc.responses } as Json)) {
         const description = response.description === 'Default Response' ? successText(method, Number(status)) : response.description;
         responses[status] = { ...response, description, headers: headers(Number(status)) };
       }

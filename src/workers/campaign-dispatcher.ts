@@ -7,6 +7,7 @@ import { campaignQueue, FIRST_ID, type ClaimedRecipient, type RunningCampaign } 
 import { countClaimed, countOutcomes, countSendIssued } from '../modules/campaigns/campaigns.metrics.ts';
 import { campaignsRepository } from '../modules/campaigns/campaigns.repository.ts';
 import { recordTransition } from '../modules/campaigns/campaigns.service.ts';
+import { withClickToken } from '../modules/clicks/clicks.tracking.ts';
 import type { MediaService } from '../modules/media/media.service.ts';
 import type { MediaType } from '../modules/media/media.types.ts';
 import { SendWindow, type SendPacer } from '../modules/messages/send-pacer.ts';
@@ -83,6 +84,14 @@ export class CampaignDispatcher {
   private halted = new Map<string, number>();
   /** Tenants whose last claim found the messaging limit reached, and until when they are not tried. */
   private limitReached = new Map<string, number>();
+  /**
+   * Recipients of this process's batches in flight. Their leases are renewed while they run, so a
+   * batch whose answers or recording come late (a slow upstream, a loaded database) is never taken
+   * for a dead worker's and sent again; a batch that failed or a worker that died stops renewing.
+   */
+  private inFlightRecipients = new Set<string>();
+  private renewal: NodeJS.Timeout | null = null;
+  private renewing = false;
 
   constructor(private db: Db, private upstream: UpstreamClient, private media: MediaService, private pacer: SendPacer,
     private options: CampaignDispatcherOptions, private logger?: Logger) {}
@@ -94,6 +103,32 @@ export class CampaignDispatcher {
   /** Waits for the batches in flight (their sends finish and are recorded). */
   async drain(): Promise<void> {
     while (this.inFlight.size > 0) await Promise.allSettled([...this.inFlight]);
+    this.stopRenewal();
+  }
+
+  /** Every third of a lease, one statement extends the leases of all this process's recipients in flight. */
+  private startRenewal(): void {
+    if (this.renewal) return;
+    this.renewal = setInterval(() => void this.renewLeases(), Math.max(50, Math.floor(this.options.leaseMs / 3)));
+    this.renewal.unref();
+  }
+
+  private stopRenewal(): void {
+    if (this.renewal) clearInterval(this.renewal);
+    this.renewal = null;
+  }
+
+  private async renewLeases(): Promise<void> {
+    if (this.inFlightRecipients.size === 0) { this.stopRenewal(); return; }
+    if (this.renewing) return;
+    this.renewing = true;
+    try {
+      await campaignQueue.renewLeases(this.db, [...this.inFlightRecipients], this.options.leaseMs);
+    } catch (err) {
+      this.logger?.warn({ err }, 'campaign leases could not be renewed; tried again shortly');
+    } finally {
+      this.renewing = false;
+    }
   }
 
   async dispatchOnce(): Promise<number> {
@@ -153,11 +188,17 @@ export class CampaignDispatcher {
       return 0;
     }
     const context = this.sendContext(campaign, recipients);
+    for (const r of recipients) this.inFlightRecipients.add(r.id);
+    this.startRenewal();
     for (let from = 0; from < recipients.length; from += size) {
       const startAt = reservation.startAt + from * reservation.intervalMs;
-      const batch = this.sendBatch(campaign, context, recipients.slice(from, from + size), startAt, reservation.intervalMs, claimedAt)
+      const slice = recipients.slice(from, from + size);
+      const batch = this.sendBatch(campaign, context, slice, startAt, reservation.intervalMs, claimedAt)
         .catch((err) => this.logger?.error({ err, campaign_id: campaign.id }, 'campaign batch failed; its recipients are reconciled after their lease'))
-        .finally(() => { this.inFlight.delete(batch); });
+        .finally(() => {
+          for (const r of slice) this.inFlightRecipients.delete(r.id);
+          this.inFlight.delete(batch);
+        });
       this.inFlight.add(batch);
     }
     return recipients.length;
@@ -260,10 +301,11 @@ export class CampaignDispatcher {
     const { account, plan, mapping, media } = context;
     const sends = recipients.map((r) => ({
       id: r.id, contactId: r.contact_id, to: r.phone, attempts: r.attempts, defers: r.defers,
-      components: resolveSendComponents(mapping, plan, {
+      // A tracked link's button carries the recipient's click token instead of the destination.
+      components: withClickToken(resolveSendComponents(mapping, plan, {
         first_name: r.first_name ?? '', last_name: r.last_name, phone: r.phone, email: r.email, company: r.company, job_title: r.job_title,
         status: r.status, source: r.source ?? '', custom_fields: r.custom_fields ?? {},
-      }, media),
+      }, media), mapping, r.id, this.options.secretsKey),
     }));
     await campaignQueue.recordAttempts(this.db, campaign.tenant_id, campaign, sends);
 

@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import { sql } from 'kysely';
 import type { Logger } from 'pino';
 import type { Db, Tx } from '../../db/database.ts';
 import { recordEvents, type NewEvent } from '../../events/events.ts';
@@ -7,6 +8,7 @@ import { ACCOUNT_FIELDS, applyAccountChange } from '../business-accounts/account
 import { findTenantByPhoneNumberId } from '../business-accounts/business-accounts.repository.ts';
 import { addCommunication } from '../contacts/communications.repository.ts';
 import { applyConsentKeywords, applyUserPreferences } from '../contacts/marketing-consent.ts';
+import { recordCampaignReplies } from '../campaigns/campaigns.engagement.ts';
 import { applyMessageStatuses, type AppliedStatus, type DeliveryStatus, type StatusUpdate } from '../messages/messages.statuses.ts';
 import { RateCards, type Pricing } from '../pricing/rate-card.ts';
 import type { TemplateStatusSync, TemplateStatusUpdate } from '../templates/templates.status-sync.ts';
@@ -108,6 +110,8 @@ export class CallbacksService {
    * on its own messages), and the phone-number id is unique among active accounts.
    */
   private routes = new Map<string, { tenantId: string | undefined; until: number }>();
+  /** Per tenant, the statuses_through this process last wrote: a busy number writes it once a second at most. */
+  private statusesThrough = new Map<string, number>();
 
   constructor(private db: Db, private templateSync: TemplateStatusSync, private logger?: Logger, private routeCacheMs = 2000,
     private rateCards = new RateCards(db)) {}
@@ -203,8 +207,29 @@ export class CallbacksService {
         if (batch.inbound.length > 0) inbound += await this.recordInbound(tx, tenantId, batch.inbound);
         if (batch.preferences.length > 0) preferences += await applyUserPreferences(tx, tenantId, batch.preferences);
       });
+      if (batch.statuses.length > 0) await this.advanceStatusesThrough(tenantId, batch.statuses);
     }
     return { statuses, inbound, templates, accounts, preferences, ignored };
+  }
+
+  /**
+   * After the statuses are committed (never before: reconciliation reads it as "whatever the
+   * upstream said until then is recorded"), the account's statuses_through moves up to the latest
+   * status timestamp of the batch. Timestamps are whole seconds, so one write a second at most.
+   */
+  private async advanceStatusesThrough(tenantId: string, statuses: StatusUpdate[]): Promise<void> {
+    const latest = Math.max(...statuses.map((u) => u.timestamp.getTime()));
+    if (!Number.isFinite(latest) || latest <= (this.statusesThrough.get(tenantId) ?? -Infinity)) return;
+    try {
+      await sql`UPDATE business_accounts SET statuses_through = ${new Date(latest)}
+        WHERE tenant_id = ${tenantId}::uuid AND (statuses_through IS NULL OR statuses_through < ${new Date(latest)})`.execute(this.db);
+    } catch (err) {
+      // Behind is the safe side: unknown outcomes wait longer. The next batch moves it on.
+      this.logger?.warn({ err, tenant_id: tenantId }, 'statuses_through not advanced');
+      return;
+    }
+    if (this.statusesThrough.size > 10_000) this.statusesThrough.clear();
+    this.statusesThrough.set(tenantId, latest);
   }
 
   /**
@@ -268,6 +293,10 @@ export class CallbacksService {
     await recordEvents(tx, tenantId, events);
     // Marketing opt-out and opt-in keywords (STOP, START...) of the new messages.
     await applyConsentKeywords(tx, tenantId, unique.filter((m) => fresh.has(m.upstreamMessageId)).map((m) => ({ phone: phoneOf(m), type: m.type, text: m.text, at: m.timestamp })));
+    // Replies and quick-reply taps to campaign messages (reactions, edits and revokes are not replies).
+    await recordCampaignReplies(tx, tenantId, unique.filter((m) => fresh.has(m.upstreamMessageId) && !m.annotation && m.type !== 'system').map((m) => ({
+      upstreamMessageId: m.upstreamMessageId, phone: phoneOf(m), at: m.timestamp, contextUpstreamId: m.contextUpstreamId, buttonPayload: m.details.button?.payload ?? null,
+    })));
     return fresh.size;
   }
 }

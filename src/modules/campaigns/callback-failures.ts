@@ -56,7 +56,7 @@ export async function settleCallbackFailures(tx: Tx, tenantId: string, updates: 
   const rowOf = messageMatcher(rows);
 
   const dropped = new Set<StatusUpdate>();
-  const again: { id: string; next: 'pending' | 'deferred'; at: Date; defer: number; code: number; title: string }[] = [];
+  const again: { id: string; campaignId: string; update: StatusUpdate; next: 'pending' | 'deferred'; at: Date; defer: number; code: number; title: string }[] = [];
   const stops: { outcome: FailureOutcome; templateId: string | null; at: Date }[] = [];
   const now = Date.now();
   for (const u of failures) {
@@ -80,14 +80,24 @@ export async function settleCallbackFailures(tx: Tx, tenantId: string, updates: 
       continue;
     }
     if (outcome.kind === 'retry_later' && (isThrottle(outcome) || (row.attempts ?? 0) < policy.maxAttempts)) {
-      again.push({ id: row.id, next: 'pending', at: new Date(now + outcome.retryAfterMs), defer: 0, code, title });
+      again.push({ id: row.id, campaignId: row.campaign_id, update: u, next: 'pending', at: new Date(now + outcome.retryAfterMs), defer: 0, code, title });
       dropped.add(u);
     } else if (outcome.kind === 'deferred' && row.retry_deferred && (row.defers ?? 0) < policy.deferAttempts) {
-      again.push({ id: row.id, next: 'deferred', at: new Date(now + policy.deferMs), defer: 1, code, title });
+      again.push({ id: row.id, campaignId: row.campaign_id, update: u, next: 'deferred', at: new Date(now + policy.deferMs), defer: 1, code, title });
       dropped.add(u);
     }
   }
 
+  if (again.length > 0) {
+    // The campaigns are read again under a share lock, which completeIfDone's waits for: a campaign
+    // that completed meanwhile (its last sends were accepted) keeps the failure, and one still
+    // running cannot complete until this recipient's return to pending is counted.
+    const { rows: campaigns } = await sql<{ id: string; status: string }>`
+      SELECT id, status FROM campaigns WHERE id = ANY(${[...new Set(again.map((a) => a.campaignId))]}::uuid[]) ORDER BY id FOR SHARE`.execute(tx);
+    const open = new Set(campaigns.filter((c) => c.status === 'RUNNING' || c.status === 'PAUSED').map((c) => c.id));
+    for (const a of again.filter((a) => !open.has(a.campaignId))) dropped.delete(a.update);
+    again.splice(0, again.length, ...again.filter((a) => open.has(a.campaignId)));
+  }
   if (again.length > 0) {
     const values = sql.join(again.map((a) => sql`(${a.id}::uuid, ${a.next}::text, ${a.at}::timestamptz, ${a.defer}::int, ${a.code}::int, ${a.title.slice(0, 500)}::text)`));
     const { rows: moved } = await sql<{ id: string; campaign_id: string; old: string; status: string }>`

@@ -10,6 +10,11 @@ import { claimWaitUntil } from './send-window.ts';
 
 type RefusedRow = Parameters<typeof refusedEvent>[0] & { tenant_id: string; error_code: number | null; error_title: string };
 
+/** Unknown outcomes on an account whose callbacks have not caught up: sent again after this many windows regardless. */
+const RECONCILE_FALLBACK = 5;
+/** ...and looked at again this often meanwhile (not on every pass: the oldest leases first would starve the rest). */
+const RECHECK_MS = 1000;
+
 /**
  * The recipient rows as the dispatcher's work queue (ARCHITECTURE 5). A recipient is claimed
  * (pending -> sending, with a lease) before its upstream call; its id is also its messages row's
@@ -329,6 +334,17 @@ export const campaignQueue = {
   },
 
   /**
+   * A live worker's recipients still in flight keep their leases (never shortened: an unknown
+   * outcome's reconciliation window may already reach further). Rows being recorded are skipped.
+   */
+  async renewLeases(db: Db, ids: string[], leaseMs: number): Promise<void> {
+    await sql`
+      UPDATE campaign_recipients r SET lease_until = greatest(r.lease_until, now() + ${leaseMs} * interval '1 millisecond')
+      FROM (SELECT id FROM campaign_recipients WHERE id = ANY(${ids}::uuid[]) AND status = 'sending' ORDER BY id FOR UPDATE SKIP LOCKED) l
+      WHERE r.id = l.id`.execute(db);
+  },
+
+  /**
    * Recipients whose wait is over: deferred ones go back to pending, to be claimed like any other
    * (the deferred attempt is given back: deferrals have their own limit, not CAMPAIGN_MAX_ATTEMPTS);
    * held ones with no word from the upstream by then count as sent (WhatsApp took them; a later
@@ -353,9 +369,14 @@ export const campaignQueue = {
    * Crash reconciliation: `sending` recipients whose lease expired (their worker died, or the
    * outcome was unknown). What the callbacks told the messages row wins; with no word from the
    * upstream within the reconciliation window (from the attempt) the recipient goes back to
-   * pending, to be sent again by whichever worker claims it. Returns how many were settled.
+   * pending, to be sent again by whichever worker claims it, but only once the account's status
+   * callbacks have caught up past that window too (statuses_through, the upstream's clock): a
+   * service whose callback processing lags must not take its own lag for silence. An account that
+   * hears nothing at all for RECONCILE_FALLBACK windows sends again anyway, so a last send is never
+   * stuck. Until then a recipient is looked at again every RECHECK. Returns how many were settled.
    */
   async reconcileExpired(db: Db, reconcileMs: number, onlyTenants?: string[], limit = 500): Promise<number> {
+    const window = sql`${reconcileMs} * interval '1 millisecond'`;
     return db.transaction().execute(async (tx) => {
       const { rows } = await sql<{ campaign_id: string; status: string }>`
         WITH expired AS (
@@ -367,15 +388,19 @@ export const campaignQueue = {
           SELECT e.id, m.upstream_message_id AS wamid, m.error_code, m.error_title, r.attempted_at,
             CASE WHEN m.status IN ('sent', 'delivered', 'read', 'failed') THEN m.status
                  WHEN m.upstream_message_id IS NOT NULL THEN 'sent'
-                 WHEN r.attempted_at IS NULL OR r.attempted_at < now() - ${reconcileMs} * interval '1 millisecond' THEN 'pending'
+                 -- No message row: its worker died before the batch's rows were written, so before any send.
+                 WHEN r.attempted_at IS NULL OR m.id IS NULL THEN 'pending'
+                 WHEN r.attempted_at < now() - ${window} AND (ba.statuses_through > r.attempted_at + ${window}
+                   OR r.attempted_at < now() - ${RECONCILE_FALLBACK * reconcileMs} * interval '1 millisecond') THEN 'pending'
                  ELSE 'sending' END AS next
-          FROM expired e JOIN campaign_recipients r ON r.id = e.id LEFT JOIN messages m ON m.id = e.id)
+          FROM expired e JOIN campaign_recipients r ON r.id = e.id LEFT JOIN messages m ON m.id = e.id
+          LEFT JOIN business_accounts ba ON ba.tenant_id = r.tenant_id)
         UPDATE campaign_recipients r SET
           status = res.next,
           message_id = coalesce(res.wamid, r.message_id),
           error_code = CASE WHEN res.next = 'failed' THEN res.error_code ELSE r.error_code END,
           error_title = CASE WHEN res.next = 'failed' THEN res.error_title ELSE r.error_title END,
-          lease_until = CASE WHEN res.next = 'sending' THEN res.attempted_at + ${reconcileMs} * interval '1 millisecond' ELSE NULL END,
+          lease_until = CASE WHEN res.next = 'sending' THEN greatest(res.attempted_at + ${window}, now() + ${RECHECK_MS} * interval '1 millisecond') ELSE NULL END,
           updated_at = now()
         FROM resolved res WHERE r.id = res.id
         RETURNING r.campaign_id, r.status`.execute(tx);
@@ -387,6 +412,9 @@ export const campaignQueue = {
   /** RUNNING -> COMPLETED once no recipient is pending or sending. */
   async completeIfDone(db: Db, campaignId: string): Promise<CampaignRow | undefined> {
     return db.transaction().execute(async (tx) => {
+      // Locked before the counters are folded: a callback sending a recipient back to pending holds
+      // a share lock on the campaign until its move is committed, so the fold then counts it.
+      await sql`SELECT id FROM campaigns WHERE id = ${campaignId}::uuid FOR NO KEY UPDATE`.execute(tx);
       await foldCounterMoves(tx, [campaignId]);
       const row = await tx.updateTable('campaigns').set({ status: 'COMPLETED', completed_at: new Date(), updated_at: new Date() })
         .where('id', '=', campaignId).where('status', '=', 'RUNNING').where('pending_count', '<=', 0)

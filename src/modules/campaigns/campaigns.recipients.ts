@@ -11,7 +11,10 @@ import { offsetOf, paginationFor, type PageQuery } from '../../http/pagination.t
 import { isUuid } from '../contacts/contacts.repository.ts';
 import { pricingOf } from '../messages/messages.queries.ts';
 import { recordAudiencePrefixes } from './campaigns.cost.ts';
+import { trackedComponent } from '../clicks/clicks.tracking.ts';
+import { SEGMENT_WORDS, segmentCondition, type Segment } from './campaigns.engagement.ts';
 import { errorCodeText, parseErrorCode } from './campaigns.error-codes.ts';
+import type { VariableMapping } from './campaigns.mapping.ts';
 import { exclusionsFor } from './campaigns.exclusions.ts';
 import { campaignsRepository as repo, countSkipped, windowColumns, type CampaignRow } from './campaigns.repository.ts';
 import type { StoredSendWindow } from './send-window.ts';
@@ -60,6 +63,7 @@ export class CampaignRecipients {
         skip_reason: r.skip_reason,
         next_attempt_at: r.status === 'pending' || r.status === 'deferred' ? isoOrNull(r.not_before) : null,
         time_zone: r.time_zone,
+        replied_at: isoOrNull(r.replied_at), button_payload: r.button_payload, clicked_at: isoOrNull(r.clicked_at), click_count: r.click_count ?? 0,
         ...(prices.get(r.id) ?? { pricing: null, price: null }),
       })),
       pagination: paginationFor(query.page, query.limit, total),
@@ -71,7 +75,7 @@ export class CampaignRecipients {
     await this.campaign(tenantId, id);
     const db = this.db;
     async function* lines() {
-      yield 'id,phone_number,contact_id,status,message_id,error_code,error,attempts,updated_at,skip_reason,pricing_category,pricing_type,price,currency\n';
+      yield 'id,phone_number,contact_id,status,message_id,error_code,error,attempts,updated_at,skip_reason,pricing_category,pricing_type,price,currency,replied_at,button_payload,clicked_at,click_count\n';
       let after = '00000000-0000-0000-0000-000000000000';
       for (;;) {
         let q = db.selectFrom('campaign_recipients').selectAll().where('campaign_id', '=', id).where('tenant_id', '=', tenantId).where('id', '>', after);
@@ -82,7 +86,7 @@ export class CampaignRecipients {
         yield rows.map((r) => {
           const { pricing, price } = prices.get(r.id) ?? { pricing: null, price: null };
           return [r.id, r.phone, r.contact_id, r.status, r.message_id, r.error_code, r.error_title, r.attempts, isoOrNull(r.updated_at), r.skip_reason,
-            pricing?.category, pricing?.type, price?.amount, price?.currency].map(csvField).join(',') + '\n';
+            pricing?.category, pricing?.type, price?.amount, price?.currency, isoOrNull(r.replied_at), r.button_payload, isoOrNull(r.clicked_at), r.click_count ?? 0].map(csvField).join(',') + '\n';
         }).join('');
         after = rows[rows.length - 1].id;
       }
@@ -92,11 +96,12 @@ export class CampaignRecipients {
 
   /**
    * A new DRAFT campaign with the same template and mapping whose recipients are exactly the
-   * failed recipients (or those with the chosen error codes) of a finished campaign, less contacts
+   * recipients of a segment of a finished campaign (default: the failed ones, optionally those with
+   * the chosen error codes; campaigns.engagement.ts), less contacts
    * archived since. Its recipients are materialised at once, so its audience is fixed. None to
    * retarget: 400, and no campaign.
    */
-  async retarget(tenantId: string, id: string, input: { error_codes?: (string | number)[]; name?: string }): Promise<Campaign> {
+  async retarget(tenantId: string, id: string, input: { segment?: Segment; error_codes?: (string | number)[]; name?: string }): Promise<Campaign> {
     const source = await this.campaign(tenantId, id);
     if (!TERMINAL_STATUSES.includes(source.status as never)) {
       throw validationError(`Only a finished campaign (COMPLETED, STOPPED or FAILED) can be retargeted; this one is ${source.status}`, ['path', 'id'], source.status, 'invalid_transition');
@@ -107,6 +112,11 @@ export class CampaignRecipients {
       return code;
     });
     const codes = named.filter((code): code is number => code !== null);
+    const segment = input.segment ?? 'failed';
+    if (segment !== 'failed' && named.length > 0) throw validationError('error_codes combine only with the failed segment', ['body', 'error_codes'], input.error_codes ?? null);
+    if ((segment === 'clicked' || segment === 'not_clicked') && !trackedComponent((source.variable_mapping ?? null) as VariableMapping | null)) {
+      throw validationError(`The campaign does not track link clicks (track_clicks): the ${segment} segment needs it`, ['body', 'segment'], segment);
+    }
     const template = await this.db.selectFrom('templates').select(['id', 'status']).where('id', '=', source.template_id).executeTakeFirst();
     if (template?.status !== 'approved') throw new AppError('NOT_FOUND', `Template ${source.template_id} not found or not approved`);
     return this.db.transaction().execute(async (tx) => {
@@ -118,11 +128,11 @@ export class CampaignRecipients {
       });
       // Skipped as any MARKETING audience is (opted out since, US numbers, frequency cap).
       const excluded = await exclusionsFor(tx, tenantId, source.template_id, source.template_category);
-      const failed = sql`r.campaign_id = ${source.id}::uuid AND r.tenant_id = ${tenantId}::uuid AND r.status = 'failed'
+      const chosen = sql`r.campaign_id = ${source.id}::uuid AND r.tenant_id = ${tenantId}::uuid AND ${segmentCondition(segment)}
           AND (${named.length === 0} OR r.error_code = ANY(${codes}::int[]) OR (${named.includes(null)} AND r.error_code IS NULL))`;
       // Contacts archived since are out, as they are of every audience.
       const live = sql`JOIN contacts c ON c.id = r.contact_id AND c.tenant_id = r.tenant_id AND c.deleted_at IS NULL`;
-      const window = await windowColumns(tx, row, sql`campaign_recipients r ${live} WHERE ${failed}`);
+      const window = await windowColumns(tx, row, sql`campaign_recipients r ${live} WHERE ${chosen}`);
       const inserted = await sql`
         ${excluded.with}
         INSERT INTO campaign_recipients (id, tenant_id, campaign_id, contact_id, phone, status, skip_reason, time_zone, not_before)
@@ -130,12 +140,13 @@ export class CampaignRecipients {
           ${window.zone}, CASE WHEN x.reason IS NULL THEN ${window.notBefore} END
         FROM campaign_recipients r ${live}
         ${excluded.join} ${window.join} CROSS JOIN LATERAL (SELECT ${excluded.reason} AS reason) x
-        WHERE ${failed}`.execute(tx);
+        WHERE ${chosen}`.execute(tx);
       const total = Number(inserted.numAffectedRows ?? 0);
       // Nothing to send: refused, and the transaction takes the new campaign back with it.
       if (total === 0) {
-        throw validationError(named.length === 0 ? 'The campaign has no failed recipients to retarget' : 'No failed recipient of the campaign has these error codes',
-          named.length === 0 ? ['path', 'id'] : ['body', 'error_codes'], named.length === 0 ? id : input.error_codes ?? null);
+        if (named.length > 0) throw validationError('No failed recipient of the campaign has these error codes', ['body', 'error_codes'], input.error_codes ?? null);
+        // Without a segment, as before: the failed recipients are what the path names.
+        throw validationError(`The campaign has no ${SEGMENT_WORDS[segment]} to retarget`, input.segment ? ['body', 'segment'] : ['path', 'id'], input.segment ?? id);
       }
       await recordAudiencePrefixes(tx, row.id);
       const skipped = excluded.applies ? await countSkipped(tx, row.id) : 0;

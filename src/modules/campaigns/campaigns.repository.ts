@@ -50,7 +50,7 @@ export function audienceCondition(tenantId: string, audience: Audience) {
 }
 
 /** The campaign counters (`<name>_count` columns), each with a column of the same name in campaign_counter_moves. */
-export const COUNTERS = ['pending', 'sent', 'delivered', 'read', 'failed', 'held', 'deferred', 'skipped'] as const;
+export const COUNTERS = ['pending', 'sent', 'delivered', 'read', 'failed', 'held', 'deferred', 'skipped', 'replied', 'clicked'] as const;
 export type Counter = (typeof COUNTERS)[number];
 
 /** Campaign rows (alias c) with the sums of their counter moves not yet folded, in one statement (one snapshot). */
@@ -160,7 +160,7 @@ export const campaignsRepository = {
       WITH covered AS (DELETE FROM campaign_counter_moves WHERE campaign_id = ${id}::uuid)
       UPDATE campaigns c SET
         pending_count = s.pending, sent_count = s.sent, delivered_count = s.delivered, read_count = s.read, failed_count = s.failed,
-        held_count = s.held, deferred_count = s.deferred, skipped_count = s.skipped,
+        held_count = s.held, deferred_count = s.deferred, skipped_count = s.skipped, replied_count = s.replied, clicked_count = s.clicked,
         total_recipients = CASE WHEN c.materialised_at IS NULL THEN c.total_recipients ELSE s.total END
       FROM (
         SELECT count(*) FILTER (WHERE status IN ('pending', 'sending', 'held', 'deferred'))::int AS pending,
@@ -171,6 +171,8 @@ export const campaignsRepository = {
                count(*) FILTER (WHERE status = 'held')::int AS held,
                count(*) FILTER (WHERE status = 'deferred')::int AS deferred,
                count(*) FILTER (WHERE status = 'skipped')::int AS skipped,
+               count(replied_at)::int AS replied,
+               count(clicked_at)::int AS clicked,
                count(*)::int AS total
         FROM campaign_recipients WHERE campaign_id = ${id}::uuid AND tenant_id = ${tenantId}::uuid
       ) s

@@ -2,6 +2,7 @@ import { Type, type Static } from 'typebox';
 import { MessagePrice, MessagePricing } from '../messages/messages.schemas.ts';
 import { Nullable } from '../../http/nullable.ts';
 import { PageOf, PageQuery } from '../../http/pagination.ts';
+import { SEGMENTS } from './campaigns.engagement.ts';
 import { CAMPAIGN_STATUSES } from './campaigns.states.ts';
 import { DAYS, SendWindow } from './send-window.ts';
 
@@ -19,6 +20,10 @@ export const CampaignStats = Type.Object({
   deferred: Type.Integer(),
   /** Never sent, by rule (not counted in the six spec keys). */
   skipped: Type.Integer(),
+  /** Recipients who replied to the campaign message (by context, or first message within 72 h), additive. */
+  replied: Type.Integer(),
+  /** Recipients who clicked the tracked link at least once (track_clicks), additive. */
+  clicked: Type.Integer(),
 });
 
 export const AudienceRow = Type.Object({ type: Type.Union([Type.Literal('group'), Type.Literal('source')]), value: Type.String() });
@@ -51,6 +56,8 @@ const campaignFields = {
     days: Nullable(Type.Array(Type.Union(DAYS.map((d) => Type.Literal(d))))),
     time_zone: Type.String({ description: '`recipient` or an IANA zone' }),
   })),
+  /** Whether the campaign's URL button carries a per-recipient click-tracking link (GET /r/{token}). Additive. */
+  track_clicks: Type.Boolean(),
   created_at: Nullable(Type.String()),
   updated_at: Nullable(Type.String()),
 };
@@ -109,7 +116,14 @@ export const CampaignCost = Type.Object({
   }), { description: 'spent by the pricing category of the callbacks (marketing, utility, authentication, authentication_international, service...)' }),
 });
 
-export const CampaignDetail = Type.Object({ ...campaignFields, audiences: Type.Array(AudienceRow), preflight: Preflight, cost: CampaignCost });
+const Rate = Nullable(Type.Number({ description: 'of sent, 0 to 1 (4 decimals); null when nothing was sent' }));
+/** GET one campaign: recipients at each stage after sending, and their share of those sent. */
+export const CampaignFunnel = Type.Object({
+  sent: Type.Integer(), delivered: Type.Integer(), read: Type.Integer(), replied: Type.Integer(), clicked: Type.Integer(),
+  delivered_rate: Rate, read_rate: Rate, replied_rate: Rate, clicked_rate: Rate,
+});
+
+export const CampaignDetail = Type.Object({ ...campaignFields, funnel: CampaignFunnel, audiences: Type.Array(AudienceRow), preflight: Preflight, cost: CampaignCost });
 export type CampaignDetail = Static<typeof CampaignDetail>;
 
 export const CampaignList = Type.Object({ data: Type.Array(Campaign) });
@@ -133,6 +147,8 @@ export const CampaignCreate = Type.Object({
   scheduled_at: Type.Optional(Nullable(Type.String({ format: 'date-time' }))),
   retry_deferred: Type.Optional(Type.Boolean({ default: true })),
   send_window: Type.Optional(Nullable(SendWindow)),
+  /** Track link clicks: the template needs a URL button `<PUBLIC_BASE_URL>/r/{{1}}`, mapped to an https destination. */
+  track_clicks: Type.Optional(Type.Boolean({ default: false })),
 });
 export type CampaignCreate = Static<typeof CampaignCreate>;
 
@@ -198,6 +214,11 @@ export const Recipient = Type.Object({
   next_attempt_at: Nullable(Type.String()),
   /** The zone its campaign's send window is read in (null: no window when it was materialised). Additive. */
   time_zone: Nullable(Type.String()),
+  /** When the recipient first replied (additive), the payload of their first quick-reply tap, and their first link click. */
+  replied_at: Nullable(Type.String()),
+  button_payload: Nullable(Type.String()),
+  clicked_at: Nullable(Type.String()),
+  click_count: Type.Integer(),
 });
 export const RECIPIENT_STATUSES = ['pending', 'sending', 'held', 'deferred', 'skipped', 'sent', 'delivered', 'read', 'failed'] as const;
 export const RecipientStatus = Type.Union(RECIPIENT_STATUSES.map((s) => Type.Literal(s)));
@@ -205,6 +226,8 @@ export const RecipientsQuery = Type.Object({ ...PageQuery.properties, status: Ty
 export const RecipientPage = PageOf(Recipient);
 
 export const RetargetBody = Type.Object({
+  /** Which recipients: failed (default), not_delivered, delivered_not_read, read_not_replied, replied, clicked, not_clicked. */
+  segment: Type.Optional(Type.Union(SEGMENTS.map((s) => Type.Literal(s)))),
   // As GET /errors shows them ("131026", "unknown") or as numbers (131026): checked by the service.
   error_codes: Type.Optional(Type.Array(Type.Union([Type.String({ minLength: 1, maxLength: 32 }), Type.Integer()]), { minItems: 1, maxItems: 100 })),
   name: Type.Optional(Type.String({ minLength: 1, maxLength: 120 })),

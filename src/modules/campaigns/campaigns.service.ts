@@ -13,7 +13,9 @@ import { placeholderPlan } from '../templates/templates.grammar.ts';
 import { templatesRepository } from '../templates/templates.repository.ts';
 import { checkMappingAgainstTemplate, isContactField, mediaIdsOf, normaliseMapping, renderComponents, templateNeedsParameters, type MappedContact, type VariableMapping } from './campaigns.mapping.ts';
 import type { RateCard, RateCards } from '../pricing/rate-card.ts';
+import { markTrackedButton, trackedComponent } from '../clicks/clicks.tracking.ts';
 import { campaignCost, estimateCost } from './campaigns.cost.ts';
+import { funnelOf } from './campaigns.engagement.ts';
 import { errorCodeText, parseErrorCode } from './campaigns.error-codes.ts';
 import { excludedCounts, exclusionsFor, NONE_EXCLUDED, totalExcluded, type ExcludedCounts } from './campaigns.exclusions.ts';
 import { audienceCondition, campaignsRepository as repo, foldCounterMoves, type Audience, type CampaignRow, type TransitionSet } from './campaigns.repository.ts';
@@ -53,11 +55,14 @@ export function toCampaign(row: CampaignRow): Campaign {
       held: row.held_count,
       deferred: row.deferred_count,
       skipped: row.skipped_count,
+      replied: row.replied_count,
+      clicked: row.clicked_count,
     },
     failure_reason: row.failure_reason,
     paused_reason: row.paused_reason,
     retry_deferred: row.retry_deferred,
     send_window: (row.send_window ?? null) as Campaign['send_window'],
+    track_clicks: trackedComponent((row.variable_mapping ?? null) as VariableMapping | null) !== undefined,
     created_at: isoOrNull(row.created_at),
     updated_at: isoOrNull(row.updated_at),
   };
@@ -143,7 +148,7 @@ function skippedWarning(excluded: ExcludedCounts, audienceSize: number): string 
 }
 
 export class CampaignsService {
-  constructor(private db: Db, private rateCards: RateCards, private messagingLimitWindowMs = 86_400_000) {}
+  constructor(private db: Db, private rateCards: RateCards, private messagingLimitWindowMs = 86_400_000, private publicBaseUrl = 'http://localhost:8080') {}
 
   async list(tenantId: string): Promise<{ data: Campaign[] }> {
     return { data: (await repo.list(this.db, tenantId)).map(toCampaign) };
@@ -164,7 +169,8 @@ export class CampaignsService {
   private async detail(row: CampaignRow, db: Db | Tx = this.db, card?: RateCard): Promise<CampaignDetail> {
     card ??= await this.rateCards.current();
     const estimate = await estimateCost(db, row, card);
-    return { ...toCampaign(row), audiences: audiencesOf(row), preflight: await this.preflight(row, db, estimate), cost: await campaignCost(db, row, card, estimate) };
+    const campaign = toCampaign(row);
+    return { ...campaign, funnel: funnelOf(campaign.stats), audiences: audiencesOf(row), preflight: await this.preflight(row, db, estimate), cost: await campaignCost(db, row, card, estimate) };
   }
 
   /**
@@ -287,7 +293,12 @@ export class CampaignsService {
     // audience, resume). One still without recipients when its time comes sends nothing and completes.
     const template = await templatesRepository.findByIdOrUpstreamId(this.db, tenantId, input.template_id);
     if (!template || template.status !== 'approved') throw new AppError('NOT_FOUND', `Template ${input.template_id} not found or not approved`);
-    const mapping = await this.checkedMapping(tenantId, template.components, input.variable_mapping);
+    let mapping = await this.checkedMapping(tenantId, template.components, input.variable_mapping);
+    if (input.track_clicks) {
+      const tracked = markTrackedButton(mapping, template.components, this.publicBaseUrl);
+      if (tracked.issues.length > 0) throw new AppError('VALIDATION_ERROR', tracked.issues[0].msg, { details: tracked.issues });
+      mapping = tracked.mapping;
+    }
     const sendWindow = await normaliseSendWindow(this.db, input.send_window, ['body', 'send_window']);
     return this.db.transaction().execute(async (tx) => {
       const row = await repo.insert(tx, tenantId, {

@@ -778,12 +778,32 @@ export interface paths {
         get?: never;
         put?: never;
         /**
-         * Retarget failed recipients
-         * @description A new DRAFT campaign whose audience is the failed recipients (optionally only those with the given error codes), archived contacts left out. `error_codes` as `GET /campaigns/{id}/errors` shows them (strings of digits, or `unknown` for failures without a code) or as numbers. When no failed recipient matches, 400 VALIDATION_ERROR and no campaign is created.
+         * Retarget a segment of recipients
+         * @description A new DRAFT campaign whose audience is a segment of the recipients, archived contacts left out. `segment`: `failed` (the default; optionally only those with the given `error_codes`), `not_delivered` (sent but never delivered, or failed), `delivered_not_read`, `read_not_replied`, `replied`, `clicked`, `not_clicked` (sent recipients without a click; `clicked` and `not_clicked` need a campaign with `track_clicks`). `error_codes` (only with `failed`) as `GET /campaigns/{id}/errors` shows them (strings of digits, or `unknown` for failures without a code) or as numbers. When no recipient matches (an empty segment), 400 VALIDATION_ERROR and no campaign is created.
          *
          *     Scope: campaigns:write.
          */
         post: operations["retargetCampaign"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/r/{token}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Follow a tracked campaign link
+         * @description The link a campaign created with `track_clicks` sends in its URL button (`<PUBLIC_BASE_URL>/r/{token}`, one token per recipient). Records the click (the recipient's `clicked_at` and `click_count`, the campaign's `clicked`) and redirects to that recipient's destination. An unknown token, or a destination that is not an https URL, is a 404 HTML page: never a redirect elsewhere. No authentication.
+         */
+        get: operations["followCampaignLink"];
+        put?: never;
+        post?: never;
         delete?: never;
         options?: never;
         head?: never;
@@ -1944,6 +1964,7 @@ export interface components {
                 /** @description `recipient` or an IANA zone */
                 time_zone: string;
             };
+            track_clicks: boolean;
             created_at: null | string;
             updated_at: null | string;
         };
@@ -1974,8 +1995,20 @@ export interface components {
                 /** @description `recipient` or an IANA zone */
                 time_zone: string;
             };
+            track_clicks: boolean;
             created_at: null | string;
             updated_at: null | string;
+            funnel: {
+                sent: number;
+                delivered: number;
+                read: number;
+                replied: number;
+                clicked: number;
+                delivered_rate: null | number;
+                read_rate: null | number;
+                replied_rate: null | number;
+                clicked_rate: null | number;
+            };
             audiences: components["schemas"]["CampaignAudience"][];
             preflight: components["schemas"]["CampaignPreflight"];
             cost: {
@@ -2015,6 +2048,8 @@ export interface components {
                 /** @description `recipient` (default): each recipient's zone; or one IANA zone for everyone */
                 time_zone?: string;
             };
+            /** @default false */
+            track_clicks?: boolean;
         };
         CampaignStats: {
             total: number;
@@ -2026,6 +2061,8 @@ export interface components {
             held: number;
             deferred: number;
             skipped: number;
+            replied: number;
+            clicked: number;
         };
         CampaignPreflight: {
             audience_size: number;
@@ -2157,12 +2194,18 @@ export interface components {
             skip_reason: null | string;
             next_attempt_at: null | string;
             time_zone: null | string;
+            replied_at: null | string;
+            button_payload: null | string;
+            clicked_at: null | string;
+            click_count: number;
         };
         CampaignRecipientPage: {
             data: components["schemas"]["CampaignRecipient"][];
             pagination: components["schemas"]["Pagination"];
         };
         RetargetRequest: {
+            /** @enum {string} */
+            segment?: "failed" | "not_delivered" | "delivered_not_read" | "read_not_replied" | "replied" | "clicked" | "not_clicked";
             error_codes?: (string | number)[];
             name?: string;
         };
@@ -2314,6 +2357,8 @@ export interface components {
                 sub_type?: string;
                 /** @description Button only: its position. */
                 index?: number;
+                /** @description Set by the service (never taken from input) on the URL button a `track_clicks` campaign sends its click-tracking link in; its parameter is the destination. */
+                readonly track_clicks?: boolean;
                 parameters: {
                     /** @enum {string} */
                     kind: "static" | "contact_field" | "media";
@@ -9660,11 +9705,8 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "error_codes": [
-                 *         "131026",
-                 *         131049
-                 *       ],
-                 *       "name": "Spring sale (retry)"
+                 *       "segment": "read_not_replied",
+                 *       "name": "Spring sale (follow-up)"
                  *     }
                  */
                 "application/json": components["schemas"]["RetargetRequest"];
@@ -9830,6 +9872,50 @@ export interface operations {
                     "X-RateLimit-Limit-Day": components["headers"]["X-RateLimit-Limit-Day"];
                     "X-RateLimit-Remaining-Day": components["headers"]["X-RateLimit-Remaining-Day"];
                     "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    followCampaignLink: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                token: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Redirect to the recipient's destination (an https URL) */
+            302: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Not a link of this service: an HTML page */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/html": string;
+                };
+            };
+            408: components["responses"]["RequestTimeout"];
+            431: components["responses"]["HeadersTooLarge"];
+            /** @description The service is shutting down or its database is unavailable: retry with backoff. */
+            503: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
                     "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
