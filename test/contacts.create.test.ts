@@ -19,7 +19,7 @@ describe('contacts: create (spec 2.4, 4.3)', () => {
     expect(c).toEqual({
       id: expect.stringMatching(/^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/), first_name: 'Ada', last_name: null, phone,
       email: null, company: null, job_title: null, status: null, tags: [], custom_fields: {}, source: 'api', created_at: expect.any(String), updated_at: null,
-      marketing_opt_out: false, marketing_opt_out_at: null, marketing_opt_out_source: null,
+      marketing_opt_out: false, marketing_opt_out_at: null, marketing_opt_out_source: null, time_zone: null,
     });
     expect(new Date(c.created_at).toISOString()).toBe(c.created_at);
   });

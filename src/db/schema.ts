@@ -76,6 +76,7 @@ export interface ContactsTable {
   marketing_opt_out_at: Timestamp | null;
   marketing_opt_out_source: string | null;
   marketing_consent_changed_at: Timestamp | null;
+  time_zone: string | null;
   search_text: GeneratedAlways<string>;
   created_at: CreatedAt;
   updated_at: Timestamp | null;
@@ -351,6 +352,7 @@ export interface CampaignsTable {
   failure_reason: string | null;
   paused_reason: string | null;
   retry_deferred: Generated<boolean>;
+  send_window: ColumnType<unknown, string | null | undefined, string | null>;
   retargeted_from: string | null;
   created_at: CreatedAt;
   updated_at: Timestamp | null;
@@ -391,6 +393,7 @@ export interface CampaignRecipientsTable {
   error_title: string | null;
   defers: Generated<number>;
   skip_reason: string | null;
+  time_zone: string | null;
   replied_at: Timestamp | null;
   button_payload: string | null;
   clicked_at: Timestamp | null;

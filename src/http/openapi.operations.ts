@@ -162,6 +162,14 @@ export const PUBLIC_OPERATIONS: Record<string, OperationDoc> = {
     operationId: 'getCampaign', summary: 'Get a campaign', tag: 'Campaigns', notFound: 'Campaign not found',
     description: 'With its audiences and a preflight (audience size against the messaging tier, estimated duration).',
   },
+  'PATCH /campaigns/{id}': {
+    operationId: 'updateCampaign', summary: "Change a campaign's send window", tag: 'Campaigns', notFound: 'Campaign not found',
+    conflict: 'The campaign changed status concurrently; re-read it and retry',
+    description: 'Sets (or, with null, removes) `send_window`: recipients are sent only between `start` and `end` (HH:MM, an end before the start spans midnight) of their local time, '
+      + 'on `days` if given, in `time_zone` (`recipient`, the default: the contact\'s `time_zone`, else its phone number\'s region\'s; or one IANA zone). '
+      + 'Only in DRAFT, SCHEDULED or PAUSED; the pending recipients of a paused campaign wait under the new window. Emits campaign.updated before the campaign has started.',
+    example: { send_window: { start: '09:00', end: '20:00', days: ['mon', 'tue', 'wed', 'thu', 'fri'], time_zone: 'recipient' } },
+  },
   'PUT /campaigns/{id}/audience': {
     operationId: 'setCampaignAudience', summary: "Replace a campaign's audience", tag: 'Campaigns', notFound: 'Campaign not found',
     description: 'Groups are contact tags, sources contact sources; a contact is in the audience when it matches any. Only in DRAFT or PAUSED.',

@@ -6,6 +6,7 @@ import { recordEvents, type NewEvent } from '../../events/events.ts';
 import { SERVICE_WINDOW_MS } from '../business-accounts/messaging-limit.ts';
 import { refusedEvent, STATUS_RANK as MESSAGE_STATUS_RANK } from '../messages/messages.statuses.ts';
 import { optOutOnMarketingRefusals } from '../contacts/marketing-consent.ts';
+import { claimWaitUntil } from './send-window.ts';
 
 type RefusedRow = Parameters<typeof refusedEvent>[0] & { tenant_id: string; error_code: number | null; error_title: string };
 
@@ -109,6 +110,15 @@ const skippedOptedOut = (from: ReturnType<typeof sql>) => sql`
         FROM skipped_prefixes sp, estimate_locked l
         WHERE p.campaign_id = sp.campaign_id AND p.prefix = sp.prefix AND l.campaign_id = p.campaign_id AND l.prefix = p.prefix)`;
 
+/**
+ * The claim's CTE that puts back the rows of `from` whose send window is closed now (wait_until,
+ * send-window.ts): they stay pending until its next opening.
+ */
+const waitingForWindow = (from: ReturnType<typeof sql>) => sql`
+      waiting AS (
+        UPDATE campaign_recipients r SET not_before = o.wait_until, updated_at = now()
+        FROM ${from} o WHERE r.id = o.id AND NOT o.opted_out AND o.wait_until IS NOT NULL)`;
+
 export const campaignQueue = {
   /** Running campaigns, the longest-waiting first (round robin between campaigns and tenants). */
   async running(db: Db, limit: number, onlyTenants?: string[]): Promise<RunningCampaign[]> {
@@ -151,17 +161,18 @@ export const campaignQueue = {
   async claim(db: Db, campaignId: string, limit: number, leaseMs: number, after = FIRST_ID, skipOptedOut = false): Promise<ClaimedRecipient[]> {
     const { rows } = await sql<ClaimedRecipient>`
       WITH picked AS (
-        SELECT r.id, ${optedOut(skipOptedOut)} AS opted_out
+        SELECT r.id, ${optedOut(skipOptedOut)} AS opted_out, ${claimWaitUntil(campaignId)} AS wait_until
         FROM campaign_recipients r
         WHERE r.campaign_id = ${campaignId}::uuid AND r.status = 'pending' AND r.id > ${after}::uuid AND (r.not_before IS NULL OR r.not_before <= now())
           AND EXISTS (SELECT 1 FROM campaigns c WHERE c.id = ${campaignId}::uuid AND c.status = 'RUNNING')
         ORDER BY r.id LIMIT ${limit}
         FOR UPDATE OF r SKIP LOCKED),
       ${skippedOptedOut(sql`picked`)},
+      ${waitingForWindow(sql`picked`)},
       claimed AS (
         UPDATE campaign_recipients r SET status = 'sending', attempts = r.attempts + 1, attempted_at = now(),
           lease_until = now() + ${leaseMs} * interval '1 millisecond', not_before = NULL, updated_at = now()
-        FROM picked WHERE r.id = picked.id AND NOT picked.opted_out
+        FROM picked WHERE r.id = picked.id AND NOT picked.opted_out AND picked.wait_until IS NULL
         RETURNING r.id, r.contact_id, r.phone, r.attempts, r.defers)
       SELECT cl.id, cl.contact_id, cl.phone, cl.attempts, cl.defers, c.first_name, c.last_name, c.email, c.company, c.job_title, c.status, c.source, c.custom_fields
       FROM claimed cl LEFT JOIN contacts c ON c.id = cl.contact_id`.execute(db);
@@ -183,23 +194,24 @@ export const campaignQueue = {
         WITH used AS (
           SELECT count(*)::int AS n FROM messaging_limit_users u WHERE u.tenant_id = ${tenantId}::uuid AND u.last_at > ${since}),
         candidates AS (
-          SELECT r.id, r.phone, ${optedOut(skipOptedOut)} AS opted_out FROM campaign_recipients r
+          SELECT r.id, r.phone, ${optedOut(skipOptedOut)} AS opted_out, ${claimWaitUntil(campaignId)} AS wait_until FROM campaign_recipients r
           WHERE r.campaign_id = ${campaignId}::uuid AND r.status = 'pending' AND r.id > ${after}::uuid AND (r.not_before IS NULL OR r.not_before <= now())
             AND EXISTS (SELECT 1 FROM campaigns c WHERE c.id = ${campaignId}::uuid AND c.status = 'RUNNING')
           ORDER BY r.id LIMIT ${limit}
           FOR UPDATE OF r SKIP LOCKED),
         judged AS (
-          SELECT cd.id, cd.phone, cd.opted_out,
+          SELECT cd.id, cd.phone, cd.opted_out, cd.wait_until,
             EXISTS (SELECT 1 FROM inbound_messages i WHERE i.tenant_id = ${tenantId}::uuid AND i.from_phone = cd.phone
               AND i.received_at > now() - ${SERVICE_WINDOW_MS} * interval '1 millisecond') AS in_service,
             EXISTS (SELECT 1 FROM messaging_limit_users u WHERE u.tenant_id = ${tenantId}::uuid AND u.phone = cd.phone AND u.last_at > ${since}) AS counted
           FROM candidates cd),
         ranked AS (
-          SELECT j.*, count(*) FILTER (WHERE NOT j.in_service AND NOT j.counted AND NOT j.opted_out) OVER (ORDER BY j.id) AS new_rank FROM judged j),
+          SELECT j.*, count(*) FILTER (WHERE NOT j.in_service AND NOT j.counted AND NOT j.opted_out AND j.wait_until IS NULL) OVER (ORDER BY j.id) AS new_rank FROM judged j),
         ${skippedOptedOut(sql`judged`)},
+        ${waitingForWindow(sql`judged`)},
         picked AS (
           SELECT ranked.id, ranked.phone, ranked.in_service FROM ranked, used
-          WHERE NOT ranked.opted_out AND (ranked.in_service OR ranked.counted OR ranked.new_rank <= ${messagingLimit} - used.n)),
+          WHERE NOT ranked.opted_out AND ranked.wait_until IS NULL AND (ranked.in_service OR ranked.counted OR ranked.new_rank <= ${messagingLimit} - used.n)),
         usage AS (
           INSERT INTO messaging_limit_users (tenant_id, phone, last_at)
           SELECT DISTINCT ${tenantId}::uuid, p.phone, now() FROM picked p WHERE NOT p.in_service

@@ -16,7 +16,8 @@ import { SEGMENT_WORDS, segmentCondition, type Segment } from './campaigns.engag
 import { errorCodeText, parseErrorCode } from './campaigns.error-codes.ts';
 import type { VariableMapping } from './campaigns.mapping.ts';
 import { exclusionsFor } from './campaigns.exclusions.ts';
-import { campaignsRepository as repo, countSkipped, type CampaignRow } from './campaigns.repository.ts';
+import { campaignsRepository as repo, countSkipped, windowColumns, type CampaignRow } from './campaigns.repository.ts';
+import type { StoredSendWindow } from './send-window.ts';
 import { campaignEventData, toCampaign } from './campaigns.service.ts';
 import { TERMINAL_STATUSES } from './campaigns.states.ts';
 import type { Campaign } from './campaigns.schemas.ts';
@@ -60,6 +61,8 @@ export class CampaignRecipients {
         id: r.id, phone_number: r.phone, contact_id: r.contact_id, status: r.status, message_id: r.message_id,
         error: r.error_title, error_code: r.error_code === null ? null : errorCodeText(r.error_code), attempts: r.attempts, updated_at: isoOrNull(r.updated_at),
         skip_reason: r.skip_reason,
+        next_attempt_at: r.status === 'pending' || r.status === 'deferred' ? isoOrNull(r.not_before) : null,
+        time_zone: r.time_zone,
         replied_at: isoOrNull(r.replied_at), button_payload: r.button_payload, clicked_at: isoOrNull(r.clicked_at), click_count: r.click_count ?? 0,
         ...(prices.get(r.id) ?? { pricing: null, price: null }),
       })),
@@ -121,19 +124,23 @@ export class CampaignRecipients {
         id: randomUUID(), name: input.name ?? `${source.name} (retarget)`.slice(0, 120), description: source.description, status: 'DRAFT',
         template: { id: source.template_id, template_name: source.template_name ?? '', category: source.template_category ?? '', language: source.template_language ?? '' },
         variableMapping: source.variable_mapping ?? null, batchSize: source.batch_size, groups: [], sources: [], scheduledAt: null, retargetedFrom: source.id,
+        sendWindow: (source.send_window ?? null) as StoredSendWindow | null,
       });
       // Skipped as any MARKETING audience is (opted out since, US numbers, frequency cap).
       const excluded = await exclusionsFor(tx, tenantId, source.template_id, source.template_category);
+      const chosen = sql`r.campaign_id = ${source.id}::uuid AND r.tenant_id = ${tenantId}::uuid AND ${segmentCondition(segment)}
+          AND (${named.length === 0} OR r.error_code = ANY(${codes}::int[]) OR (${named.includes(null)} AND r.error_code IS NULL))`;
+      // Contacts archived since are out, as they are of every audience.
+      const live = sql`JOIN contacts c ON c.id = r.contact_id AND c.tenant_id = r.tenant_id AND c.deleted_at IS NULL`;
+      const window = await windowColumns(tx, row, sql`campaign_recipients r ${live} WHERE ${chosen}`);
       const inserted = await sql`
         ${excluded.with}
-        INSERT INTO campaign_recipients (id, tenant_id, campaign_id, contact_id, phone, status, skip_reason)
-        SELECT uuid_v7(), r.tenant_id, ${row.id}::uuid, r.contact_id, r.phone, CASE WHEN x.reason IS NULL THEN 'pending' ELSE 'skipped' END, x.reason
-        FROM campaign_recipients r
-        -- Contacts archived since are out, as they are of every audience.
-        JOIN contacts c ON c.id = r.contact_id AND c.tenant_id = r.tenant_id AND c.deleted_at IS NULL
-        ${excluded.join} CROSS JOIN LATERAL (SELECT ${excluded.reason} AS reason) x
-        WHERE r.campaign_id = ${source.id}::uuid AND r.tenant_id = ${tenantId}::uuid AND ${segmentCondition(segment)}
-          AND (${named.length === 0} OR r.error_code = ANY(${codes}::int[]) OR (${named.includes(null)} AND r.error_code IS NULL))`.execute(tx);
+        INSERT INTO campaign_recipients (id, tenant_id, campaign_id, contact_id, phone, status, skip_reason, time_zone, not_before)
+        SELECT uuid_v7(), r.tenant_id, ${row.id}::uuid, r.contact_id, r.phone, CASE WHEN x.reason IS NULL THEN 'pending' ELSE 'skipped' END, x.reason,
+          ${window.zone}, CASE WHEN x.reason IS NULL THEN ${window.notBefore} END
+        FROM campaign_recipients r ${live}
+        ${excluded.join} ${window.join} CROSS JOIN LATERAL (SELECT ${excluded.reason} AS reason) x
+        WHERE ${chosen}`.execute(tx);
       const total = Number(inserted.numAffectedRows ?? 0);
       // Nothing to send: refused, and the transaction takes the new campaign back with it.
       if (total === 0) {

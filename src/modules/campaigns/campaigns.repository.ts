@@ -5,6 +5,7 @@ import { recordAudiencePrefixes } from './campaigns.cost.ts';
 import { exclusionsFor } from './campaigns.exclusions.ts';
 import { countTransitions } from './campaigns.metrics.ts';
 import { TRANSITIONS, type CampaignAction } from './campaigns.states.ts';
+import { audienceZones, materialisedWindow, type StoredSendWindow } from './send-window.ts';
 
 export type CampaignRow = Selectable<CampaignsTable>;
 
@@ -22,6 +23,7 @@ export interface NewCampaign {
   retargetedFrom?: string | null;
   /** Recipients Meta deferred (131049) are retried later (default) or failed at once. */
   retryDeferred?: boolean;
+  sendWindow?: StoredSendWindow | null;
 }
 
 export interface TransitionSet {
@@ -79,7 +81,7 @@ export const campaignsRepository = {
       template_id: c.template.id, template_name: c.template.template_name, template_category: c.template.category, template_language: c.template.language,
       variable_mapping: c.variableMapping === null ? null : JSON.stringify(c.variableMapping), batch_size: c.batchSize,
       audience_groups: c.groups, audience_sources: c.sources, scheduled_at: c.scheduledAt, retargeted_from: c.retargetedFrom ?? null,
-      retry_deferred: c.retryDeferred ?? true,
+      retry_deferred: c.retryDeferred ?? true, send_window: c.sendWindow ? JSON.stringify(c.sendWindow) : null,
     }).returningAll().executeTakeFirstOrThrow();
   },
 
@@ -121,12 +123,14 @@ export const campaignsRepository = {
     if (campaign.materialised_at) return campaign;
     const audience = { groups: campaign.audience_groups, sources: campaign.audience_sources };
     const excluded = await exclusionsFor(tx, campaign.tenant_id, campaign.template_id, campaign.template_category);
+    const window = await windowColumns(tx, campaign, sql`contacts c WHERE ${audienceCondition(campaign.tenant_id, audience)}`);
     // The row count comes with the command's completion: no RETURNING of a million rows to count them.
     const inserted = await sql`
       ${excluded.with}
-      INSERT INTO campaign_recipients (id, tenant_id, campaign_id, contact_id, phone, status, skip_reason)
-      SELECT uuid_v7(), c.tenant_id, ${campaign.id}::uuid, c.id, c.phone, CASE WHEN x.reason IS NULL THEN 'pending' ELSE 'skipped' END, x.reason
-      FROM contacts c ${excluded.join} CROSS JOIN LATERAL (SELECT ${excluded.reason} AS reason) x
+      INSERT INTO campaign_recipients (id, tenant_id, campaign_id, contact_id, phone, status, skip_reason, time_zone, not_before)
+      SELECT uuid_v7(), c.tenant_id, ${campaign.id}::uuid, c.id, c.phone, CASE WHEN x.reason IS NULL THEN 'pending' ELSE 'skipped' END, x.reason,
+        ${window.zone}, CASE WHEN x.reason IS NULL THEN ${window.notBefore} END
+      FROM contacts c ${excluded.join} ${window.join} CROSS JOIN LATERAL (SELECT ${excluded.reason} AS reason) x
       WHERE ${audienceCondition(campaign.tenant_id, audience)}
       ON CONFLICT (campaign_id, phone) DO NOTHING`.execute(tx);
     const total = Number(inserted.numAffectedRows ?? 0);
@@ -177,6 +181,18 @@ export const campaignsRepository = {
     return rows[0];
   },
 };
+
+/**
+ * What materialising a campaign's recipients from `source` (a FROM and WHERE over contacts, alias
+ * c) adds for its send window (send-window.ts): each recipient's zone and, outside its window now,
+ * its next opening as not_before. Without a window: nulls.
+ */
+export async function windowColumns(db: Queryable, campaign: CampaignRow, source: ReturnType<typeof sql>) {
+  const window = campaign.send_window as StoredSendWindow | null;
+  if (!window) return { join: sql``, zone: sql`NULL::text`, notBefore: sql`NULL::timestamptz` };
+  const zones = window.time_zone === 'recipient' ? await audienceZones(db, source) : { byKey: {}, counts: new Map<string, number>() };
+  return materialisedWindow(window, zones);
+}
 
 /** Skipped recipients of a campaign, by the status index. */
 export async function countSkipped(db: Queryable, campaignId: string): Promise<number> {

@@ -3,7 +3,7 @@ import type { FastifyRequest } from 'fastify';
 import type { CampaignsService } from './campaigns.service.ts';
 import type { CampaignRecipients } from './campaigns.recipients.ts';
 import {
-  AudienceBody, AudiencePreview, Campaign, CampaignCreate, CampaignDetail, CampaignList, DrillDownQuery, ErrorCodeParams, ErrorDrillDown,
+  AudienceBody, AudiencePreview, Campaign, CampaignCreate, CampaignPatch, CampaignDetail, CampaignList, DrillDownQuery, ErrorCodeParams, ErrorDrillDown,
   ErrorsSummary, FieldCoverage, FieldCoverageBody, IdParams, RecipientPage, RecipientsQuery, RenderBody, RenderPreview, RetargetBody, ScheduleBody,
 } from './campaigns.schemas.ts';
 
@@ -24,6 +24,9 @@ export const campaignsRoutes: FastifyPluginAsyncTypebox<{ campaigns: CampaignsSe
 
   app.get('/campaigns/:id', { config: read, schema: { params: IdParams, response: { 200: CampaignDetail } } },
     (req) => campaigns.get(req.auth.tenantId, req.params.id));
+
+  app.patch('/campaigns/:id', { config: write, schema: { params: IdParams, body: CampaignPatch, response: { 200: CampaignDetail } } },
+    (req) => campaigns.update(req.auth.tenantId, req.params.id, req.body));
 
   app.put('/campaigns/:id/audience', { config: write, schema: { params: IdParams, body: AudienceBody, response: { 200: CampaignDetail } } },
     (req) => campaigns.setAudience(req.auth.tenantId, req.params.id, req.body));

@@ -4,6 +4,7 @@ import { Nullable } from '../../http/nullable.ts';
 import { PageOf, PageQuery } from '../../http/pagination.ts';
 import { SEGMENTS } from './campaigns.engagement.ts';
 import { CAMPAIGN_STATUSES } from './campaigns.states.ts';
+import { DAYS, SendWindow } from './send-window.ts';
 
 export const CampaignStats = Type.Object({
   total: Type.Integer(),
@@ -49,6 +50,12 @@ const campaignFields = {
   paused_reason: Nullable(Type.String()),
   /** Whether recipients Meta deferred (131049) are retried later (CAMPAIGN_DEFER_MS) instead of failed at once. Additive. */
   retry_deferred: Type.Boolean(),
+  /** When recipients may be sent, in their local time (additive; null: any time). docs/campaigns.md. */
+  send_window: Nullable(Type.Object({
+    start: Type.String(), end: Type.String(),
+    days: Nullable(Type.Array(Type.Union(DAYS.map((d) => Type.Literal(d))))),
+    time_zone: Type.String({ description: '`recipient` or an IANA zone' }),
+  })),
   /** Whether the campaign's URL button carries a per-recipient click-tracking link (GET /r/{token}). Additive. */
   track_clicks: Type.Boolean(),
   created_at: Nullable(Type.String()),
@@ -139,10 +146,15 @@ export const CampaignCreate = Type.Object({
   audience: Type.Optional(AudienceBody),
   scheduled_at: Type.Optional(Nullable(Type.String({ format: 'date-time' }))),
   retry_deferred: Type.Optional(Type.Boolean({ default: true })),
+  send_window: Type.Optional(Nullable(SendWindow)),
   /** Track link clicks: the template needs a URL button `<PUBLIC_BASE_URL>/r/{{1}}`, mapped to an https destination. */
   track_clicks: Type.Optional(Type.Boolean({ default: false })),
 });
 export type CampaignCreate = Static<typeof CampaignCreate>;
+
+/** PATCH /campaigns/{id} (additive): what may change while the campaign is DRAFT, SCHEDULED or PAUSED. */
+export const CampaignPatch = Type.Object({ send_window: Nullable(SendWindow) });
+export type CampaignPatch = Static<typeof CampaignPatch>;
 
 export const ScheduleBody = Type.Object({ scheduled_at: Type.String({ format: 'date-time' }) });
 
@@ -198,6 +210,10 @@ export const Recipient = Type.Object({
   updated_at: Nullable(Type.String()),
   /** Why a skipped recipient was never sent: opted_out, marketing_blocked_country or frequency_cap; null otherwise. */
   skip_reason: Nullable(Type.String()),
+  /** A pending or deferred recipient waiting (its send window's next opening, a retry, Meta's deferral): not sent before then. Additive. */
+  next_attempt_at: Nullable(Type.String()),
+  /** The zone its campaign's send window is read in (null: no window when it was materialised). Additive. */
+  time_zone: Nullable(Type.String()),
   /** When the recipient first replied (additive), the payload of their first quick-reply tap, and their first link click. */
   replied_at: Nullable(Type.String()),
   button_payload: Nullable(Type.String()),

@@ -18,9 +18,13 @@ import { campaignCost, estimateCost } from './campaigns.cost.ts';
 import { funnelOf } from './campaigns.engagement.ts';
 import { errorCodeText, parseErrorCode } from './campaigns.error-codes.ts';
 import { excludedCounts, exclusionsFor, NONE_EXCLUDED, totalExcluded, type ExcludedCounts } from './campaigns.exclusions.ts';
-import { audienceCondition, campaignsRepository as repo, type Audience, type CampaignRow, type TransitionSet } from './campaigns.repository.ts';
-import type { AudienceBody, Campaign, CampaignCreate, CampaignDetail } from './campaigns.schemas.ts';
+import { audienceCondition, campaignsRepository as repo, foldCounterMoves, type Audience, type CampaignRow, type TransitionSet } from './campaigns.repository.ts';
+import type { AudienceBody, Campaign, CampaignCreate, CampaignDetail, CampaignPatch } from './campaigns.schemas.ts';
+import { audienceZones, FALLBACK_ZONE, materialisedWindow, normaliseSendWindow, windowedDurationSeconds, type StoredSendWindow } from './send-window.ts';
 import { AUDIENCE_EDITABLE, canTransition, TRANSITIONS, type CampaignAction } from './campaigns.states.ts';
+
+/** Statuses in which PATCH may change a campaign: before it runs, or while paused. */
+const EDITABLE = ['DRAFT', 'SCHEDULED', 'PAUSED'] as const;
 
 const MEDIA_TYPE_OF_HEADER: Record<string, string> = { IMAGE: 'image', VIDEO: 'video', DOCUMENT: 'document' };
 
@@ -57,6 +61,7 @@ export function toCampaign(row: CampaignRow): Campaign {
     failure_reason: row.failure_reason,
     paused_reason: row.paused_reason,
     retry_deferred: row.retry_deferred,
+    send_window: (row.send_window ?? null) as Campaign['send_window'],
     track_clicks: trackedComponent((row.variable_mapping ?? null) as VariableMapping | null) !== undefined,
     created_at: isoOrNull(row.created_at),
     updated_at: isoOrNull(row.updated_at),
@@ -202,6 +207,11 @@ export class CampaignsService {
       warnings.push(`The template's category changed from ${row.template_category} to ${template.category} since the campaign was created: it is priced and limited as ${template.category}.`);
     }
     if (skipped > 0) warnings.push(skippedWarning(excluded, audienceSize));
+    const window = row.send_window as StoredSendWindow | null;
+    let duration = account ? Math.ceil(size / account.messages_per_second) : null;
+    if (account && window && size > 0 && (row.status === 'DRAFT' || row.status === 'SCHEDULED' || row.status === 'PAUSED' || row.status === 'RUNNING')) {
+      duration = await windowedDurationSeconds(db, window, await this.zoneCounts(db, row, window, size), account.messages_per_second);
+    }
     if (audienceSize === 0) warnings.push(noRecipientsWarning(row));
     return {
       audience_size: audienceSize,
@@ -214,7 +224,7 @@ export class CampaignsService {
       messaging_limit_wait_until: waitUntil?.toISOString() ?? null,
       template_quality_score: template?.quality_score ?? null,
       messages_per_second: account?.messages_per_second ?? null,
-      estimated_duration_seconds: account ? Math.ceil(size / account.messages_per_second) : null,
+      estimated_duration_seconds: duration,
       estimated_cost: estimatedCost,
       warnings,
     };
@@ -289,12 +299,13 @@ export class CampaignsService {
       if (tracked.issues.length > 0) throw new AppError('VALIDATION_ERROR', tracked.issues[0].msg, { details: tracked.issues });
       mapping = tracked.mapping;
     }
+    const sendWindow = await normaliseSendWindow(this.db, input.send_window, ['body', 'send_window']);
     return this.db.transaction().execute(async (tx) => {
       const row = await repo.insert(tx, tenantId, {
         id: randomUUID(), name: input.name, description: input.description ?? null, status: scheduledAt ? 'SCHEDULED' : 'DRAFT',
         template: { id: template.id, template_name: template.template_name, category: template.category, language: template.language },
         variableMapping: mapping, batchSize: input.batch_size ?? 50, groups: audience.groups, sources: audience.sources, scheduledAt,
-        retryDeferred: input.retry_deferred ?? true,
+        retryDeferred: input.retry_deferred ?? true, sendWindow,
       });
       const data = campaignEventData(row);
       await recordEvents(tx, tenantId, [
@@ -323,6 +334,62 @@ export class CampaignsService {
       return updated;
     });
     return this.detail(row);
+  }
+
+  /**
+   * Changes a campaign's send window while it is DRAFT, SCHEDULED or PAUSED. Recipients already
+   * materialised (a paused or retargeted campaign) that are pending get their zone and wait again
+   * under the new window (no window: they may go at once), in the same transaction.
+   */
+  async update(tenantId: string, id: string, patch: CampaignPatch): Promise<CampaignDetail> {
+    const sendWindow = await normaliseSendWindow(this.db, patch.send_window, ['body', 'send_window']);
+    const card = await this.rateCards.current();
+    return this.db.transaction().execute(async (tx) => {
+      const current = await this.mustFind(tx, tenantId, id);
+      if (!EDITABLE.includes(current.status as never)) {
+        throw validationError(`A campaign can be changed only in DRAFT, SCHEDULED or PAUSED; this one is ${current.status}`, ['path', 'id'], current.status, 'invalid_transition');
+      }
+      await foldCounterMoves(tx, [id]);
+      const updated = await tx.updateTable('campaigns').set({ send_window: sendWindow ? JSON.stringify(sendWindow) : null, updated_at: new Date() })
+        .where('tenant_id', '=', tenantId).where('id', '=', id).where('status', 'in', [...EDITABLE]).returningAll().executeTakeFirst();
+      if (!updated) throw new AppError('CONFLICT', 'The campaign changed status concurrently; re-read it and retry');
+      if (updated.materialised_at) await this.rewaitRecipients(tx, updated, sendWindow);
+      else await recordEvents(tx, tenantId, [{ type: 'campaign.updated', data: campaignEventData(updated) }]);
+      return this.detail(updated, tx, card);
+    });
+  }
+
+  /** A materialised campaign's pending recipients under its new window: their zone and next opening. */
+  private async rewaitRecipients(tx: Tx, row: CampaignRow, window: StoredSendWindow | null): Promise<void> {
+    if (!window) {
+      await sql`UPDATE campaign_recipients SET not_before = NULL, updated_at = now()
+        WHERE campaign_id = ${row.id}::uuid AND status = 'pending' AND not_before > now()`.execute(tx);
+      return;
+    }
+    const pending = sql`campaign_recipients r JOIN contacts c ON c.id = r.contact_id AND c.tenant_id = r.tenant_id
+      WHERE r.campaign_id = ${row.id}::uuid AND r.tenant_id = ${row.tenant_id}::uuid AND r.status = 'pending'`;
+    const zones = window.time_zone === 'recipient' ? await audienceZones(tx, pending) : { byKey: {}, counts: new Map<string, number>() };
+    const w = materialisedWindow(window, zones);
+    await sql`
+      UPDATE campaign_recipients u SET time_zone = v.zone, not_before = v.until, updated_at = now()
+      FROM (SELECT r.id, ${w.zone} AS zone, ${w.notBefore} AS until FROM contacts c ${w.join}
+            JOIN campaign_recipients r ON r.contact_id = c.id AND r.tenant_id = c.tenant_id
+            WHERE r.campaign_id = ${row.id}::uuid AND r.tenant_id = ${row.tenant_id}::uuid AND r.status = 'pending') v
+      WHERE u.id = v.id`.execute(tx);
+  }
+
+  /** Recipients by the zone their window is read in, for the pre-flight's duration (scaled to `size`, the ones that will be sent). */
+  private async zoneCounts(db: Db | Tx, row: CampaignRow, window: StoredSendWindow, size: number): Promise<Map<string, number>> {
+    if (row.materialised_at) {
+      const { rows } = await sql<{ zone: string; n: number }>`
+        SELECT coalesce(time_zone, ${FALLBACK_ZONE}) AS zone, count(*)::int AS n FROM campaign_recipients
+        WHERE campaign_id = ${row.id}::uuid AND tenant_id = ${row.tenant_id}::uuid AND status <> 'skipped' GROUP BY 1`.execute(db);
+      return new Map(rows.map((r) => [r.zone, r.n]));
+    }
+    if (window.time_zone !== 'recipient') return new Map([[window.time_zone, size]]);
+    const { counts } = await audienceZones(db, sql`contacts c WHERE ${audienceCondition(row.tenant_id, { groups: row.audience_groups, sources: row.audience_sources })}`);
+    const all = [...counts.values()].reduce((a, b) => a + b, 0);
+    return new Map([...counts].map(([zone, n]) => [zone, all === 0 ? 0 : (n * size) / all]));
   }
 
   /**

@@ -22,6 +22,7 @@ export interface ContactValues {
   marketing_opt_out_at?: Date | null;
   marketing_opt_out_source?: string | null;
   marketing_consent_changed_at?: Date;
+  time_zone?: string | null;
 }
 
 export interface ContactFilter {

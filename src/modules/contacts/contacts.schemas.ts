@@ -20,6 +20,8 @@ export const Contact = Type.Object({
   marketing_opt_out: Type.Boolean(),
   marketing_opt_out_at: Nullable(Type.String()),
   marketing_opt_out_source: Nullable(Type.Union(['user_preferences', 'keyword', 'error_131050', 'api'].map((s) => Type.Literal(s)))),
+  /** The contact's IANA time zone (additive); null: campaigns' send windows use its phone number's region's. */
+  time_zone: Nullable(Type.String()),
   created_at: Type.String(),
   updated_at: Nullable(Type.String()),
 });
@@ -39,6 +41,8 @@ export const ContactCreate = Type.Object({
   tags: Type.Optional(Tags),
   custom_fields: Type.Optional(CustomFields),
   source: Type.Optional(Type.String({ minLength: 1, maxLength: 64 })),
+  /** IANA time zone name (e.g. Europe/Berlin); campaigns' send windows are read in it. */
+  time_zone: Type.Optional(Nullable(Type.String({ minLength: 1, maxLength: 64 }))),
 });
 export type ContactCreate = Static<typeof ContactCreate>;
 
@@ -54,6 +58,8 @@ export const ContactPatch = Type.Object({
   custom_fields: Type.Optional(CustomFields),
   /** true opts the contact out of marketing templates (source `api`), false opts it back in. */
   marketing_opt_out: Type.Optional(Type.Boolean()),
+  /** IANA time zone name (e.g. Europe/Berlin); campaigns' send windows are read in it. */
+  time_zone: Type.Optional(Nullable(Type.String({ minLength: 1, maxLength: 64 }))),
 });
 export type ContactPatch = Static<typeof ContactPatch>;
 

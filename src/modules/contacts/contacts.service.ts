@@ -10,6 +10,7 @@ import { offsetOf, paginationFor, type PageQuery } from '../../http/pagination.t
 import { contactsRepository as repo, type ContactFilter, type ContactRow, type ContactValues } from './contacts.repository.ts';
 import { ContactCreate, type BulkResult, type Contact, type ContactPatch } from './contacts.schemas.ts';
 import { e164Problem } from './phone.ts';
+import { knownTimeZones, timeZoneProblem } from '../campaigns/send-window.ts';
 
 export function toContact(row: ContactRow): Contact {
   return {
@@ -27,6 +28,7 @@ export function toContact(row: ContactRow): Contact {
     marketing_opt_out: row.marketing_opt_out,
     marketing_opt_out_at: isoOrNull(row.marketing_opt_out_at),
     marketing_opt_out_source: row.marketing_opt_out_source as Contact['marketing_opt_out_source'],
+    time_zone: row.time_zone,
     created_at: row.created_at.toISOString(),
     updated_at: isoOrNull(row.updated_at),
   };
@@ -34,7 +36,7 @@ export function toContact(row: ContactRow): Contact {
 
 // Bodies are validated but not stripped, so only these keys may reach the database: a body carrying
 // tenant_id, id or deleted_at must not write them.
-const CREATE_FIELDS = ['first_name', 'phone', 'last_name', 'email', 'company', 'job_title', 'status', 'tags', 'custom_fields', 'source'] as const;
+const CREATE_FIELDS = ['first_name', 'phone', 'last_name', 'email', 'company', 'job_title', 'status', 'tags', 'custom_fields', 'source', 'time_zone'] as const;
 const PATCH_FIELDS = CREATE_FIELDS.filter((f) => f !== 'source');
 
 function contactFields<T extends object>(input: T, fields: readonly string[]): Partial<ContactValues> {
@@ -77,7 +79,15 @@ export class ContactsService {
     return toContact(row);
   }
 
+  /** A time_zone that is not an IANA zone the database knows: 400. */
+  private async checkTimeZone(zone: string | null | undefined): Promise<void> {
+    if (zone === null || zone === undefined) return;
+    const problem = timeZoneProblem(zone, await knownTimeZones(this.db), 'time_zone');
+    if (problem) throw validationError(problem, ['body', 'time_zone'], zone);
+  }
+
   async create(tenantId: string, input: ContactCreate): Promise<Contact> {
+    await this.checkTimeZone(input.time_zone);
     const values: ContactValues = { ...contactFields(input, CREATE_FIELDS), first_name: input.first_name, phone: e164Phone(input.phone, ['body', 'phone']), source: input.source ?? 'api' };
     return this.db.transaction().execute(async (tx) => {
       const contact = toContact(await repo.insert(tx, tenantId, values));
@@ -96,6 +106,7 @@ export class ContactsService {
     const candidates: { index: number; values: ContactValues }[] = [];
     const seenPhones = new Map<string, number>();
     const seenEmails = new Map<string, number>();
+    const zones = await knownTimeZones(this.db);
 
     items.forEach((item, index) => {
       if (!Value.Check(ContactCreate, item)) return errors.push({ index, error: describeFirstError(item) });
@@ -104,6 +115,8 @@ export class ContactsService {
       if (bad) return errors.push({ index, error: `${bad.path.join('.')} ${bad.reason}` });
       const problem = e164Problem(input.phone, 'phone');
       if (problem) return errors.push({ index, error: problem });
+      const zoneProblem = input.time_zone ? timeZoneProblem(input.time_zone, zones, 'time_zone') : null;
+      if (zoneProblem) return errors.push({ index, error: zoneProblem });
       const phone = input.phone;
       const email = input.email?.toLowerCase();
       if (seenPhones.has(phone)) return errors.push({ index, error: `duplicate phone in this batch (same as item ${seenPhones.get(phone)})` });
@@ -136,6 +149,7 @@ export class ContactsService {
   async update(tenantId: string, id: string, patch: ContactPatch): Promise<Contact> {
     const changes: Partial<ContactValues> = contactFields(patch, PATCH_FIELDS);
     if (patch.phone !== undefined) changes.phone = e164Phone(patch.phone, ['body', 'phone']);
+    await this.checkTimeZone(patch.time_zone);
     return this.db.transaction().execute(async (tx) => {
       const current = await repo.lockById(tx, tenantId, id);
       if (!current) throw notFound('Contact');

@@ -463,7 +463,13 @@ export interface paths {
         delete?: never;
         options?: never;
         head?: never;
-        patch?: never;
+        /**
+         * Change a campaign's send window
+         * @description Sets (or, with null, removes) `send_window`: recipients are sent only between `start` and `end` (HH:MM, an end before the start spans midnight) of their local time, on `days` if given, in `time_zone` (`recipient`, the default: the contact's `time_zone`, else its phone number's region's; or one IANA zone). Only in DRAFT, SCHEDULED or PAUSED; the pending recipients of a paused campaign wait under the new window. Emits campaign.updated before the campaign has started.
+         *
+         *     Scope: campaigns:write.
+         */
+        patch: operations["updateCampaign"];
         trace?: never;
     };
     "/campaigns/{id}/audience": {
@@ -1639,6 +1645,7 @@ export interface components {
             marketing_opt_out: boolean;
             marketing_opt_out_at: null | string;
             marketing_opt_out_source: null | ("user_preferences" | "keyword" | "error_131050" | "api");
+            time_zone: null | string;
             created_at: string;
             updated_at: null | string;
         };
@@ -1655,6 +1662,7 @@ export interface components {
                 [key: string]: unknown;
             };
             source?: string;
+            time_zone?: null | string;
         };
         ContactUpdate: {
             first_name?: string;
@@ -1669,6 +1677,7 @@ export interface components {
                 [key: string]: unknown;
             };
             marketing_opt_out?: boolean;
+            time_zone?: null | string;
         };
         ContactPage: {
             data: components["schemas"]["Contact"][];
@@ -1948,6 +1957,13 @@ export interface components {
             failure_reason: null | string;
             paused_reason: null | string;
             retry_deferred: boolean;
+            send_window: null | {
+                start: string;
+                end: string;
+                days: null | ("mon" | "tue" | "wed" | "thu" | "fri" | "sat" | "sun")[];
+                /** @description `recipient` or an IANA zone */
+                time_zone: string;
+            };
             track_clicks: boolean;
             created_at: null | string;
             updated_at: null | string;
@@ -1972,6 +1988,13 @@ export interface components {
             failure_reason: null | string;
             paused_reason: null | string;
             retry_deferred: boolean;
+            send_window: null | {
+                start: string;
+                end: string;
+                days: null | ("mon" | "tue" | "wed" | "thu" | "fri" | "sat" | "sun")[];
+                /** @description `recipient` or an IANA zone */
+                time_zone: string;
+            };
             track_clicks: boolean;
             created_at: null | string;
             updated_at: null | string;
@@ -2016,6 +2039,15 @@ export interface components {
             scheduled_at?: null | string;
             /** @default true */
             retry_deferred?: boolean;
+            send_window?: null | {
+                /** @description local time the window opens, HH:MM (24 h) */
+                start: string;
+                /** @description local time it closes, HH:MM; before start: the window spans midnight (it closes the next day) */
+                end: string;
+                days?: null | ("mon" | "tue" | "wed" | "thu" | "fri" | "sat" | "sun")[];
+                /** @description `recipient` (default): each recipient's zone; or one IANA zone for everyone */
+                time_zone?: string;
+            };
             /** @default false */
             track_clicks?: boolean;
         };
@@ -2160,6 +2192,8 @@ export interface components {
             attempts: number;
             updated_at: null | string;
             skip_reason: null | string;
+            next_attempt_at: null | string;
+            time_zone: null | string;
             replied_at: null | string;
             button_payload: null | string;
             clicked_at: null | string;
@@ -7407,6 +7441,213 @@ export interface operations {
                 };
             };
             408: components["responses"]["RequestTimeout"];
+            /** @description Rate limit exceeded: retry after Retry-After seconds. */
+            429: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit-Minute": components["headers"]["X-RateLimit-Limit-Minute"];
+                    "X-RateLimit-Remaining-Minute": components["headers"]["X-RateLimit-Remaining-Minute"];
+                    "X-RateLimit-Limit-Day": components["headers"]["X-RateLimit-Limit-Day"];
+                    "X-RateLimit-Remaining-Day": components["headers"]["X-RateLimit-Remaining-Day"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            431: components["responses"]["HeadersTooLarge"];
+            /** @description Unexpected error: retry with backoff. */
+            500: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit-Minute": components["headers"]["X-RateLimit-Limit-Minute"];
+                    "X-RateLimit-Remaining-Minute": components["headers"]["X-RateLimit-Remaining-Minute"];
+                    "X-RateLimit-Limit-Day": components["headers"]["X-RateLimit-Limit-Day"];
+                    "X-RateLimit-Remaining-Day": components["headers"]["X-RateLimit-Remaining-Day"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The service is shutting down or its database is unavailable: retry with backoff. */
+            503: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit-Minute": components["headers"]["X-RateLimit-Limit-Minute"];
+                    "X-RateLimit-Remaining-Minute": components["headers"]["X-RateLimit-Remaining-Minute"];
+                    "X-RateLimit-Limit-Day": components["headers"]["X-RateLimit-Limit-Day"];
+                    "X-RateLimit-Remaining-Day": components["headers"]["X-RateLimit-Remaining-Day"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    updateCampaign: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "send_window": {
+                 *         "start": "09:00",
+                 *         "end": "20:00",
+                 *         "days": [
+                 *           "mon",
+                 *           "tue",
+                 *           "wed",
+                 *           "thu",
+                 *           "fri"
+                 *         ],
+                 *         "time_zone": "recipient"
+                 *       }
+                 *     }
+                 */
+                "application/json": {
+                    send_window: null | {
+                        /** @description local time the window opens, HH:MM (24 h) */
+                        start: string;
+                        /** @description local time it closes, HH:MM; before start: the window spans midnight (it closes the next day) */
+                        end: string;
+                        days?: null | ("mon" | "tue" | "wed" | "thu" | "fri" | "sat" | "sun")[];
+                        /** @description `recipient` (default): each recipient's zone; or one IANA zone for everyone */
+                        time_zone?: string;
+                    };
+                };
+            };
+        };
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit-Minute": components["headers"]["X-RateLimit-Limit-Minute"];
+                    "X-RateLimit-Remaining-Minute": components["headers"]["X-RateLimit-Remaining-Minute"];
+                    "X-RateLimit-Limit-Day": components["headers"]["X-RateLimit-Limit-Day"];
+                    "X-RateLimit-Remaining-Day": components["headers"]["X-RateLimit-Remaining-Day"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["CampaignDetail"];
+                };
+            };
+            /** @description Invalid request: a field, the query, the body or a state rule (VALIDATION_ERROR, naming the field). */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit-Minute": components["headers"]["X-RateLimit-Limit-Minute"];
+                    "X-RateLimit-Remaining-Minute": components["headers"]["X-RateLimit-Remaining-Minute"];
+                    "X-RateLimit-Limit-Day": components["headers"]["X-RateLimit-Limit-Day"];
+                    "X-RateLimit-Remaining-Day": components["headers"]["X-RateLimit-Remaining-Day"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Missing, malformed, expired or revoked credentials. */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The key lacks a scope, the caller IP is not allowed, or the plan lacks the feature. */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit-Minute": components["headers"]["X-RateLimit-Limit-Minute"];
+                    "X-RateLimit-Remaining-Minute": components["headers"]["X-RateLimit-Remaining-Minute"];
+                    "X-RateLimit-Limit-Day": components["headers"]["X-RateLimit-Limit-Day"];
+                    "X-RateLimit-Remaining-Day": components["headers"]["X-RateLimit-Remaining-Day"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Not found, or it belongs to another tenant. */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit-Minute": components["headers"]["X-RateLimit-Limit-Minute"];
+                    "X-RateLimit-Remaining-Minute": components["headers"]["X-RateLimit-Remaining-Minute"];
+                    "X-RateLimit-Limit-Day": components["headers"]["X-RateLimit-Limit-Day"];
+                    "X-RateLimit-Remaining-Day": components["headers"]["X-RateLimit-Remaining-Day"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            408: components["responses"]["RequestTimeout"];
+            /** @description Conflict with the current state, or an Idempotency-Key reused for another request or whose first request is still running (then with Retry-After). */
+            409: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit-Minute": components["headers"]["X-RateLimit-Limit-Minute"];
+                    "X-RateLimit-Remaining-Minute": components["headers"]["X-RateLimit-Remaining-Minute"];
+                    "X-RateLimit-Limit-Day": components["headers"]["X-RateLimit-Limit-Day"];
+                    "X-RateLimit-Remaining-Day": components["headers"]["X-RateLimit-Remaining-Day"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body is too large. */
+            413: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit-Minute": components["headers"]["X-RateLimit-Limit-Minute"];
+                    "X-RateLimit-Remaining-Minute": components["headers"]["X-RateLimit-Remaining-Minute"];
+                    "X-RateLimit-Limit-Day": components["headers"]["X-RateLimit-Limit-Day"];
+                    "X-RateLimit-Remaining-Day": components["headers"]["X-RateLimit-Remaining-Day"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Unsupported Content-Type. */
+            415: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "X-RateLimit-Limit-Minute": components["headers"]["X-RateLimit-Limit-Minute"];
+                    "X-RateLimit-Remaining-Minute": components["headers"]["X-RateLimit-Remaining-Minute"];
+                    "X-RateLimit-Limit-Day": components["headers"]["X-RateLimit-Limit-Day"];
+                    "X-RateLimit-Remaining-Day": components["headers"]["X-RateLimit-Remaining-Day"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description Rate limit exceeded: retry after Retry-After seconds. */
             429: {
                 headers: {
