@@ -10,5 +10,9 @@ export default defineConfig({
     hookTimeout: 60_000,
     // Each test makes its own tenant, so files run in parallel against one database.
     fileParallelism: true,
+    // vitest's default is one worker fewer than the cores: a single worker on a 2-core machine, so the
+    // files ran one after another although most of a file's time is spent waiting (the database, the
+    // sandbox over HTTP, worker intervals, child processes). Three keep both cores busy.
+    maxWorkers: 3,
   },
 });
