@@ -229,10 +229,12 @@ describe('campaigns: replies, taps, clicks and retargeting by engagement', () =>
   it('retargets each segment, refuses error_codes outside failed, click segments without tracking, and an empty segment', { timeout: 120_000 }, async () => {
     const tenant = await connected();
     const link = await createApprovedTemplate(t.app, tenant, { components: LINK_TEMPLATE });
-    const [failed, delivered, replied, clicked, readOnly] = Array.from({ length: 5 }, (_, i) => ({ first_name: `S${i}`, phone: uniquePhone() }));
+    const [failed, delivered, replied, clicked, readOnly, stuck] = Array.from({ length: 6 }, (_, i) => ({ first_name: `S${i}`, phone: uniquePhone() }));
     await rule(failed.phone, 'reject', { error_code: 131026 });
     await rule(delivered.phone, 'no_read');
-    const { id } = await runCampaign(tenant, link.id, [failed, delivered, replied, clicked, readOnly],
+    // Accepted, its status callbacks held back for an hour: sent, never delivered.
+    await rule(stuck.phone, 'ok', { delay_ms: 3_600_000 });
+    const { id } = await runCampaign(tenant, link.id, [failed, delivered, replied, clicked, readOnly, stuck],
       { track_clicks: true, variable_mapping: linkMapping({ kind: 'static', value: 'https://shop.example/sale' }) },
       (rows) => rows.filter((r) => r.status === 'read').length === 3 && rows.some((r) => r.status === 'delivered'));
     const message = (await recipientOf(id, replied.phone)).message_id;
@@ -251,12 +253,12 @@ describe('campaigns: replies, taps, clicks and retargeting by engagement', () =>
     const sorted = (...contacts: { phone: string }[]) => contacts.map((c) => c.phone).sort();
     expect(await phonesOf({})).toEqual(sorted(failed));
     expect(await phonesOf({ segment: 'failed', error_codes: ['131026'] })).toEqual(sorted(failed));
-    expect(await phonesOf({ segment: 'not_delivered' })).toEqual(sorted(failed));
+    expect(await phonesOf({ segment: 'not_delivered' })).toEqual(sorted(failed, stuck));
     expect(await phonesOf({ segment: 'delivered_not_read' })).toEqual(sorted(delivered));
     expect(await phonesOf({ segment: 'read_not_replied' })).toEqual(sorted(clicked, readOnly));
     expect(await phonesOf({ segment: 'replied' })).toEqual(sorted(replied));
     expect(await phonesOf({ segment: 'clicked' })).toEqual(sorted(clicked));
-    expect(await phonesOf({ segment: 'not_clicked' })).toEqual(sorted(delivered, replied, readOnly));
+    expect(await phonesOf({ segment: 'not_clicked' })).toEqual(sorted(delivered, replied, readOnly, stuck));
 
     expectInvalid(await retarget({ segment: 'replied', error_codes: ['131026'] }), ['body', 'error_codes']);
     expectInvalid(await retarget({ segment: 'everyone' }), ['body', 'segment']);

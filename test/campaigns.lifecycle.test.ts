@@ -389,7 +389,7 @@ describe('campaigns API: lifecycle, audience, recipients, errors, retarget', () 
       }
       expect(seen.size).toBe(58);
       const first = (await page('?limit=1')).json().data[0];
-      expect(Object.keys(first).sort()).toEqual(['attempts', 'button_payload', 'click_count', 'clicked_at', 'contact_id', 'error', 'error_code', 'id', 'message_id', 'phone_number', 'price', 'pricing', 'replied_at', 'skip_reason', 'status', 'updated_at']);
+      expect(Object.keys(first).sort()).toEqual(['attempts', 'button_payload', 'click_count', 'clicked_at', 'contact_id', 'error', 'error_code', 'id', 'message_id', 'next_attempt_at', 'phone_number', 'price', 'pricing', 'replied_at', 'skip_reason', 'status', 'time_zone', 'updated_at']);
       expect((await page('')).json().pagination).toMatchObject({ page: 1, limit: 20 });
       const failed = (await page('?status=failed&limit=100')).json();
       expect(failed.pagination.total_items).toBe(55);

@@ -57,10 +57,11 @@ describe('campaign recipient queue', () => {
   const recipient = (id: string) => t.deps.db.selectFrom('campaign_recipients').selectAll().where('id', '=', id).executeTakeFirstOrThrow();
   const message = (id: string) => t.deps.db.selectFrom('messages').selectAll().where('id', '=', id).executeTakeFirst();
   const truth = async (id: string) => {
-    const rows = await t.deps.db.selectFrom('campaign_recipients').select('status').where('campaign_id', '=', id).execute();
+    const rows = await t.deps.db.selectFrom('campaign_recipients').select(['status', 'replied_at', 'clicked_at']).where('campaign_id', '=', id).execute();
     const count = (...statuses: string[]) => rows.filter((r) => statuses.includes(r.status)).length;
     return { total: rows.length, sent: count('sent', 'delivered', 'read'), delivered: count('delivered', 'read'), read: count('read'), failed: count('failed'),
-      pending: count('pending', 'sending', 'held', 'deferred'), held: count('held'), deferred: count('deferred'), skipped: count('skipped') };
+      pending: count('pending', 'sending', 'held', 'deferred'), held: count('held'), deferred: count('deferred'), skipped: count('skipped'),
+      replied: rows.filter((r) => r.replied_at).length, clicked: rows.filter((r) => r.clicked_at).length };
   };
   const statsOf = async (tenant: TestTenant, id: string) => (await call(t.app, tenant, 'GET', `/campaigns/${id}`)).json().stats;
 
