@@ -309,7 +309,6 @@ export class CampaignDispatcher {
     }));
     await campaignQueue.recordAttempts(this.db, campaign.tenant_id, campaign, sends);
 
-    const attemptedAt = Date.now();
     const window = this.sendWindow(account.phoneNumberId);
     const perSecond = Math.max(1, Math.floor(1000 / intervalMs + 1e-9));
     const issueBy = claimedAt + (this.options.issueWithinMs ?? Infinity);
@@ -317,7 +316,9 @@ export class CampaignDispatcher {
       await sleepUntil(startAt + i * intervalMs);
       const release = await window.acquire(perSecond, issueBy);
       if (!release) return { send, outcome: null };
-      if ((this.halted.get(campaign.id) ?? -Infinity) >= attemptedAt) {
+      // Halted after this batch was claimed (not after its rows were written: another batch of the
+      // same claim may have sent and met the fatal answer meanwhile).
+      if ((this.halted.get(campaign.id) ?? -Infinity) >= claimedAt) {
         release(false);
         return { send, outcome: null };
       }
