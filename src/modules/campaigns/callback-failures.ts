@@ -88,18 +88,14 @@ export async function settleCallbackFailures(tx: Tx, tenantId: string, updates: 
     }
   }
 
-  if (again.length > 0) {
-    // The campaigns are read again under a share lock, which completeIfDone's waits for: a campaign
-    // that completed meanwhile (its last sends were accepted) keeps the failure, and one still
-    // running cannot complete until this recipient's return to pending is counted.
-    const { rows: campaigns } = await sql<{ id: string; status: string }>`
-      SELECT id, status FROM campaigns WHERE id = ANY(${[...new Set(again.map((a) => a.campaignId))]}::uuid[]) ORDER BY id FOR SHARE`.execute(tx);
-    const open = new Set(campaigns.filter((c) => c.status === 'RUNNING' || c.status === 'PAUSED').map((c) => c.id));
-    for (const a of again.filter((a) => !open.has(a.campaignId))) dropped.delete(a.update);
-    again.splice(0, again.length, ...again.filter((a) => open.has(a.campaignId)));
-  }
-  if (again.length > 0) {
-    const values = sql.join(again.map((a) => sql`(${a.id}::uuid, ${a.next}::text, ${a.at}::timestamptz, ${a.defer}::int, ${a.code}::int, ${a.title.slice(0, 500)}::text)`));
+  // The campaigns are read again under a share lock, which completeIfDone's waits for: a campaign
+  // that completed meanwhile (its last sends were accepted) keeps the failure, and one still
+  // running cannot complete until this recipient's return to pending is counted.
+  const open = again.length === 0 ? new Set<string>() : await lockOpenCampaigns(tx, again.map((a) => a.campaignId));
+  for (const a of again) if (!open.has(a.campaignId)) dropped.delete(a.update);
+  const retried = again.filter((a) => open.has(a.campaignId));
+  if (retried.length > 0) {
+    const values = sql.join(retried.map((a) => sql`(${a.id}::uuid, ${a.next}::text, ${a.at}::timestamptz, ${a.defer}::int, ${a.code}::int, ${a.title.slice(0, 500)}::text)`));
     const { rows: moved } = await sql<{ id: string; campaign_id: string; old: string; status: string }>`
       WITH v(id, next, at, defer, code, title) AS (VALUES ${values}),
       old AS (SELECT r.id, r.status FROM campaign_recipients r JOIN v ON v.id = r.id ORDER BY r.id FOR UPDATE OF r)
@@ -136,4 +132,11 @@ export async function settleCallbackFailures(tx: Tx, tenantId: string, updates: 
   // Other statuses of a resent attempt in the same batch (its `sent` before the failure) go with it.
   const settled = new Set([...dropped].map((u) => u.upstreamMessageId));
   return settled.size === 0 ? updates : updates.filter((u) => !settled.has(u.upstreamMessageId));
+}
+
+/** Of these campaigns, the ids of those still RUNNING or PAUSED, each share-locked until the transaction ends. */
+async function lockOpenCampaigns(tx: Tx, ids: string[]): Promise<Set<string>> {
+  const { rows } = await sql<{ id: string; status: string }>`
+    SELECT id, status FROM campaigns WHERE id = ANY(${[...new Set(ids)]}::uuid[]) ORDER BY id FOR SHARE`.execute(tx);
+  return new Set(rows.filter((c) => c.status === 'RUNNING' || c.status === 'PAUSED').map((c) => c.id));
 }
