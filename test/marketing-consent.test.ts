@@ -80,12 +80,12 @@ describe('marketing consent', () => {
     expect(bad.json().error.code).toBe('VALIDATION_ERROR');
   });
 
-  it('an opted-out contact (PATCH, user_preferences, keyword, 131050 sync and by callback) is skipped by a MARKETING campaign and sent by a UTILITY one', { timeout: 90_000 }, async () => {
+  it('an opted-out contact (PATCH, user_preferences, keyword, 131050 in a single send\'s or a campaign send\'s answer and by callback) is skipped by a MARKETING campaign and sent by a UTILITY one', { timeout: 90_000 }, async () => {
     const tenant = await createConnectedTenant(t.app);
     const marketing = await createApprovedTemplate(t.app, tenant, { category: 'MARKETING' });
     const utility = await createApprovedTemplate(t.app, tenant, { category: 'UTILITY' });
     const tag = uniqueTag();
-    const phones = { patch: ukPhone(), prefs: ukPhone(), keyword: ukPhone(), sync: ukPhone(), callback: ukPhone(), ok: ukPhone() };
+    const phones = { patch: ukPhone(), prefs: ukPhone(), keyword: ukPhone(), sync: ukPhone(), campaignSync: ukPhone(), callback: ukPhone(), ok: ukPhone() };
     const contacts = await createContacts(t, tenant, Object.entries(phones).map(([name, phone]) => ({ first_name: name, phone, tags: [tag] })));
     const idOf = new Map(contacts.map((c) => [c.phone, c.id]));
 
@@ -101,38 +101,45 @@ describe('marketing consent', () => {
     });
     expect(refused.statusCode, refused.body).toBe(400);
     expect(await contactOf(tenant, idOf.get(phones.sync)!)).toMatchObject({ marketing_opt_out: true, marketing_opt_out_source: 'error_131050' });
+    await sandboxControl(t.sandbox!, 'POST', '/__sandbox/recipients', { to: phones.campaignSync, outcome: 'reject', error_code: 131050 });
     await sandboxControl(t.sandbox!, 'POST', '/__sandbox/recipients', { to: phones.callback, outcome: 'fail', error_code: 131050 });
-    const callbackTag = uniqueTag();
-    await call(t.app, tenant, 'PATCH', `/contacts/${idOf.get(phones.callback)}`, { tags: [tag, callbackTag] });
-    const first = await runCampaign(tenant, marketing.id, callbackTag);
-    expect(first.done.stats).toMatchObject({ total: 1, failed: 1 });
-    expect((await optedOut(tenant, idOf.get(phones.callback)!, true))).toMatchObject({ marketing_opt_out_source: 'error_131050' });
-    await sandboxControl(t.sandbox!, 'POST', '/__sandbox/recipients', { to: phones.sync, outcome: 'ok' });
-    await sandboxControl(t.sandbox!, 'POST', '/__sandbox/recipients', { to: phones.callback, outcome: 'ok' });
+    const refusedTag = uniqueTag();
+    for (const name of ['campaignSync', 'callback'] as const) await call(t.app, tenant, 'PATCH', `/contacts/${idOf.get(phones[name])}`, { tags: [tag, refusedTag] });
+    const first = await runCampaign(tenant, marketing.id, refusedTag);
+    expect(first.done.stats).toMatchObject({ total: 2, failed: 2 });
+    for (const name of ['campaignSync', 'callback'] as const) {
+      expect((await optedOut(tenant, idOf.get(phones[name])!, true)), name).toMatchObject({ marketing_opt_out_source: 'error_131050' });
+    }
+    for (const phone of [phones.sync, phones.campaignSync, phones.callback]) await sandboxControl(t.sandbox!, 'POST', '/__sandbox/recipients', { to: phone, outcome: 'ok' });
+    // Each source's change reached the tenant as one contact.updated carrying it (the tags PATCH above emits its own, opted in).
+    for (const [name, source] of [['patch', 'api'], ['prefs', 'user_preferences'], ['keyword', 'keyword'], ['sync', 'error_131050'], ['campaignSync', 'error_131050'], ['callback', 'error_131050']] as const) {
+      const optOuts = (await updatedEvents(tenant, idOf.get(phones[name])!)).map((e) => e.data as { marketing_opt_out: boolean }).filter((d) => d.marketing_opt_out);
+      expect(optOuts, name).toEqual([expect.objectContaining({ marketing_opt_out_source: source })]);
+    }
     const sentBefore = new Map(await Promise.all(Object.values(phones).map(async (p) => [p, (await sendsTo(p)).length] as const)));
 
     const m = await runCampaign(tenant, marketing.id, tag);
     // Counted before the send: pre-flight, preview and coverage.
-    expect(m.before.preflight.excluded).toEqual({ opted_out: 5, marketing_blocked_country: 0, frequency_cap: 0 });
-    expect(m.before.preflight.audience_size).toBe(6);
-    expect(m.before.preflight.warnings.join(' ')).toMatch(/5 of 6 recipients will be skipped/);
-    expect(m.done.stats).toMatchObject({ total: 6, skipped: 5, failed: 0, pending: 0, sent: 1 });
+    expect(m.before.preflight.excluded).toEqual({ opted_out: 6, marketing_blocked_country: 0, frequency_cap: 0 });
+    expect(m.before.preflight.audience_size).toBe(7);
+    expect(m.before.preflight.warnings.join(' ')).toMatch(/6 of 7 recipients will be skipped/);
+    expect(m.done.stats).toMatchObject({ total: 7, skipped: 6, failed: 0, pending: 0, sent: 1 });
     for (const [name, phone] of Object.entries(phones)) {
       expect(m.byPhone.get(phone), name).toMatchObject(name === 'ok' ? { status: expect.stringMatching(/sent|delivered|read/), skip_reason: null } : { status: 'skipped', skip_reason: 'opted_out' });
       expect((await sendsTo(phone)).length - sentBefore.get(phone)!, name).toBe(name === 'ok' ? 1 : 0);
     }
     expect((await eventsOf(t.deps, tenant.id, 'message.failed')).filter((e) => (e.data as { campaign_id: string }).campaign_id === m.id)).toEqual([]);
     const preview = (await call(t.app, tenant, 'GET', `/campaigns/${m.id}/audience/preview`)).json();
-    expect(preview).toMatchObject({ total: 6, excluded: { opted_out: 5, marketing_blocked_country: 0, frequency_cap: 0 } });
+    expect(preview).toMatchObject({ total: 7, excluded: { opted_out: 6, marketing_blocked_country: 0, frequency_cap: 0 } });
     const csv = await call(t.app, tenant, 'GET', `/campaigns/${m.id}/recipients`, undefined, { accept: 'text/csv' });
     const lines = csv.body.trimEnd().split('\n');
     const skipReason = lines[0].split(',').indexOf('skip_reason');
     expect(skipReason).toBeGreaterThan(0);
-    expect(lines.filter((l) => l.split(',')[skipReason] === 'opted_out')).toHaveLength(5);
+    expect(lines.filter((l) => l.split(',')[skipReason] === 'opted_out')).toHaveLength(6);
 
     const u = await runCampaign(tenant, utility.id, tag);
     expect(u.before.preflight.excluded).toEqual({ opted_out: 0, marketing_blocked_country: 0, frequency_cap: 0 });
-    expect(u.done.stats).toMatchObject({ total: 6, skipped: 0, failed: 0 });
+    expect(u.done.stats).toMatchObject({ total: 7, skipped: 0, failed: 0 });
     for (const phone of Object.values(phones)) expect(u.byPhone.get(phone)!.skip_reason).toBeNull();
   });
 
@@ -197,6 +204,11 @@ describe('marketing consent', () => {
     const tag = uniqueTag();
     const [us, ca, uk] = ['+14155550123', '+16042112345', ukPhone()];
     await createContacts(t, tenant, [{ first_name: 'US', phone: us, tags: [tag] }, { first_name: 'CA', phone: ca, tags: [tag] }, { first_name: 'UK', phone: uk, tags: [tag] }]);
+    // Before sending, the audience preview and the field coverage count whom it will skip, and why.
+    const draft = (await call(t.app, tenant, 'POST', '/campaigns', { name: 'Draft', template_id: marketing.id, audience: { groups: [tag] }, variable_mapping: mapping })).json().id;
+    expect((await call(t.app, tenant, 'GET', `/campaigns/${draft}/audience/preview`)).json()).toMatchObject({ total: 3, excluded: { opted_out: 0, marketing_blocked_country: 1, frequency_cap: 0 } });
+    expect((await call(t.app, tenant, 'POST', `/campaigns/${draft}/audience/field-coverage`, { fields: ['first_name'] })).json())
+      .toMatchObject({ total_recipients: 3, excluded: { opted_out: 0, marketing_blocked_country: 1, frequency_cap: 0 } });
     const blocked = await runCampaign(tenant, marketing.id, tag);
     expect(blocked.before.preflight.excluded).toEqual({ opted_out: 0, marketing_blocked_country: 1, frequency_cap: 0 });
     expect(blocked.done.stats).toMatchObject({ total: 3, skipped: 1 });
