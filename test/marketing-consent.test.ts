@@ -80,7 +80,7 @@ describe('marketing consent', () => {
     expect(bad.json().error.code).toBe('VALIDATION_ERROR');
   });
 
-  it('an opted-out contact (PATCH, user_preferences, keyword, 131050 in a single send\'s or a campaign send\'s answer and by callback) is skipped by a MARKETING campaign and sent by a UTILITY one', { timeout: 90_000 }, async () => {
+  it('an opted-out contact (PATCH, user_preferences, keyword, 131050 in a single send\'s or a campaign send\'s answer and by callback) is skipped by a MARKETING campaign and sent by a UTILITY or AUTHENTICATION one', { timeout: 90_000 }, async () => {
     const tenant = await createConnectedTenant(t.app);
     const marketing = await createApprovedTemplate(t.app, tenant, { category: 'MARKETING' });
     const utility = await createApprovedTemplate(t.app, tenant, { category: 'UTILITY' });
@@ -141,6 +141,12 @@ describe('marketing consent', () => {
     expect(u.before.preflight.excluded).toEqual({ opted_out: 0, marketing_blocked_country: 0, frequency_cap: 0 });
     expect(u.done.stats).toMatchObject({ total: 7, skipped: 0, failed: 0 });
     for (const phone of Object.values(phones)) expect(u.byPhone.get(phone)!.skip_reason).toBeNull();
+    // Nor AUTHENTICATION (here the same template, recategorised by Meta).
+    expect((await sandboxControl(t.sandbox!, 'POST', '/__sandbox/templates/category', { name: utility.template_name, language: 'en', waba_id: tenant.wabaId, new_category: 'AUTHENTICATION' })).status).toBe(200);
+    await eventually(async () => (await call(t.app, tenant, 'GET', `/templates/${utility.id}`)).json().category === 'AUTHENTICATION');
+    const a = await runCampaign(tenant, utility.id, tag);
+    expect(a.before.preflight.excluded).toEqual({ opted_out: 0, marketing_blocked_country: 0, frequency_cap: 0 });
+    expect(a.done.stats).toMatchObject({ total: 7, skipped: 0, failed: 0 });
   });
 
   it('resume and START clear the opt-out; an older stop redelivered after a newer resume changes nothing; contact.updated once per change', async () => {
