@@ -15,7 +15,7 @@ import { trackedComponent } from '../clicks/clicks.tracking.ts';
 import { SEGMENT_WORDS, segmentCondition, type Segment } from './campaigns.engagement.ts';
 import { errorCodeText, parseErrorCode } from './campaigns.error-codes.ts';
 import type { VariableMapping } from './campaigns.mapping.ts';
-import { exclusionsFor } from './campaigns.exclusions.ts';
+import { exclusionsFor, type SkipReason } from './campaigns.exclusions.ts';
 import { campaignsRepository as repo, countSkipped, windowColumns, type CampaignRow } from './campaigns.repository.ts';
 import type { StoredSendWindow } from './send-window.ts';
 import { campaignEventData, toCampaign } from './campaigns.service.ts';
@@ -60,7 +60,7 @@ export class CampaignRecipients {
       data: rows.map((r) => ({
         id: r.id, phone_number: r.phone, contact_id: r.contact_id, status: r.status, message_id: r.message_id,
         error: r.error_title, error_code: r.error_code === null ? null : errorCodeText(r.error_code), attempts: r.attempts, updated_at: isoOrNull(r.updated_at),
-        skip_reason: r.skip_reason,
+        skip_reason: r.skip_reason as SkipReason | null,
         next_attempt_at: r.status === 'pending' || r.status === 'deferred' ? isoOrNull(r.not_before) : null,
         time_zone: r.time_zone,
         replied_at: isoOrNull(r.replied_at), button_payload: r.button_payload, clicked_at: isoOrNull(r.clicked_at), click_count: r.click_count ?? 0,

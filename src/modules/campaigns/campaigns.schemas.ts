@@ -3,6 +3,7 @@ import { MessagePrice, MessagePricing } from '../messages/messages.schemas.ts';
 import { Nullable } from '../../http/nullable.ts';
 import { PageOf, PageQuery } from '../../http/pagination.ts';
 import { SEGMENTS } from './campaigns.engagement.ts';
+import { SKIP_REASONS } from './campaigns.exclusions.ts';
 import { CAMPAIGN_STATUSES } from './campaigns.states.ts';
 import { DAYS, SendWindow } from './send-window.ts';
 
@@ -209,7 +210,7 @@ export const Recipient = Type.Object({
   attempts: Type.Integer(),
   updated_at: Nullable(Type.String()),
   /** Why a skipped recipient was never sent: opted_out, marketing_blocked_country or frequency_cap; null otherwise. */
-  skip_reason: Nullable(Type.String()),
+  skip_reason: Nullable(Type.Enum([...SKIP_REASONS])),
   /** A pending or deferred recipient waiting (its send window's next opening, a retry, Meta's deferral): not sent before then. Additive. */
   next_attempt_at: Nullable(Type.String()),
   /** The zone its campaign's send window is read in (null: no window when it was materialised). Additive. */

@@ -2191,7 +2191,7 @@ export interface components {
             };
             attempts: number;
             updated_at: null | string;
-            skip_reason: null | string;
+            skip_reason: null | ("opted_out" | "marketing_blocked_country" | "frequency_cap");
             next_attempt_at: null | string;
             time_zone: null | string;
             replied_at: null | string;
