@@ -1,6 +1,7 @@
 import type { Deps } from './deps.ts';
 import { WebhookDeliverer } from './workers/webhook-deliverer.ts';
 import { CampaignDispatcher, startDueCampaigns } from './workers/campaign-dispatcher.ts';
+import { NumberOwnership } from './workers/number-ownership.ts';
 import { startLoops, type RunningLoops, type WorkerLoop } from './workers/loop.ts';
 import { foldCostMoves } from './modules/campaigns/campaigns.cost.ts';
 import { foldCounterMoves } from './modules/campaigns/campaigns.repository.ts';
@@ -48,5 +49,6 @@ export function createCampaignDispatcher(deps: Deps): CampaignDispatcher {
   return new CampaignDispatcher(deps.db, deps.upstream, deps.media, deps.pacer, {
     secretsKey: c.secretsKey, leaseMs: c.campaignLeaseMs, issueWithinMs: c.campaignIssueWithinMs, reconcileMs: c.sendReconcileMs, maxBatches: c.campaignMaxBatches, maxAttempts: c.campaignMaxAttempts,
     deferMs: c.campaignDeferMs, deferAttempts: c.campaignDeferAttempts, holdMs: c.campaignHoldMs, messagingLimitWindowMs: c.messagingLimitWindowMs,
+    numbers: new NumberOwnership(deps.db, deps.liveness, deps.logger),
   }, deps.logger);
 }

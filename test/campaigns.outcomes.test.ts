@@ -121,6 +121,11 @@ describe('campaigns: every upstream answer through the outcome model', () => {
     await call(t.app, tenant, 'POST', `/campaigns/${id}/send`);
     await completed(tenant, id);
     await workers.stop();
+    // The sandbox's own status callbacks all in (a late one would move the recipient on again).
+    for (let i = 0; (await t.deps.db.selectFrom('campaign_recipients').select('status').where('campaign_id', '=', id).executeTakeFirstOrThrow()).status !== 'read'; i++) {
+      if (i > 400) throw new Error('the recipient never reached read');
+      await new Promise((r) => setTimeout(r, 25));
+    }
     // Its only recipient sent, the campaign about to complete (as in the dispatcher's next turn)
     // while the recipient's 131000 failure is being applied in a callback's transaction.
     await t.deps.db.updateTable('campaigns').set({ status: 'RUNNING', completed_at: null }).where('id', '=', id).execute();

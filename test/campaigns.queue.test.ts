@@ -130,7 +130,7 @@ describe('campaign recipient queue', () => {
     const { tenant, ids: [id] } = await campaignsOf(2);
     const [first, later] = await claimAndRecord(tenant, id);
     await t.deps.db.updateTable('campaign_recipients').set({ attempts: 2 }).where('id', '=', later.id).execute();
-    const moves = await t.deps.db.transaction().execute((tx) => campaignQueue.recordOutcomes(tx, { accepted: [], failed: [], retry: [], unknown: [], unsent: [{ id: first.id }, { id: later.id }] }));
+    const moves = await t.deps.db.transaction().execute((tx) => campaignQueue.recordOutcomes(tx, { accepted: [], failed: [], retry: [], unknown: [], unsent: [{ id: first.id, claimedBy: null }, { id: later.id, claimedBy: null }] }));
     expect(moves).toEqual([]);
     expect(await message(first.id)).toBeUndefined();
     expect(await message(later.id)).toBeDefined();
@@ -155,7 +155,7 @@ describe('campaign recipient queue', () => {
     try {
       const holderPid = await held;
       recording = t.deps.db.transaction().execute((tx) => campaignQueue.recordOutcomes(tx, {
-        accepted: [{ id: high.id, wamid: `wamid.${high.id}` }], failed: [], retry: [], unknown: [], unsent: [{ id: low.id }],
+        accepted: [{ id: high.id, wamid: `wamid.${high.id}` }], failed: [], retry: [], unknown: [], unsent: [{ id: low.id, claimedBy: null }],
       }));
       await eventually(async () => (await sql<{ n: number }>`SELECT count(*)::int AS n FROM pg_stat_activity WHERE ${holderPid}::int = ANY(pg_blocking_pids(pid))`.execute(t.deps.db)).rows[0].n > 0, 20_000);
       // Waiting for the higher recipient, the batch already holds the lower one and both message rows.

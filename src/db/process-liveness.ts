@@ -25,9 +25,26 @@ export interface ProcessLiveness {
   readonly processId: string;
   /** One query: does the process with this id still hold its lock? */
   isAlive(processId: string): Promise<boolean>;
+  /**
+   * Takes the session-level advisory lock (classId, key) on the dedicated connection, held until
+   * unlock() or until the process or that connection ends: the session it was taken on, or null.
+   */
+  tryLock(classId: number, key: number): Promise<LivenessSession | null>;
+  unlock(session: LivenessSession, classId: number, key: number): Promise<void>;
+  /**
+   * When this process last knew `session` alive (its clock, ms): the start of the latest round
+   * trip on it that the server answered. -Infinity once the session has ended; Infinity embedded.
+   */
+  confirmedAt(session: LivenessSession): number;
   /** Releases the lock (ends the dedicated connection). */
   close(): Promise<void>;
 }
+
+/** One connection's life: locks taken on it end with it. */
+export interface LivenessSession { readonly id: number }
+
+/** How often a session holding locks is confirmed alive (one round trip). */
+const CONFIRM_EVERY_MS = 200;
 
 /** 31 bits of the id's hash: non-negative, so it reads the same as an int4 argument and as pg_locks.objid (an oid). */
 export function livenessLockKey(processId: string): number {
@@ -48,14 +65,27 @@ export async function startProcessLiveness(options: { databaseUrl: string | unde
 /** The embedded database (PGlite) serves one process: any other process id is one that has ended. */
 class EmbeddedLiveness implements ProcessLiveness {
   readonly processId = randomUUID();
+  private readonly session: LivenessSession = { id: 1 };
   async isAlive(processId: string): Promise<boolean> { return processId === this.processId; }
+  async tryLock(): Promise<LivenessSession | null> { return this.session; }
+  async unlock(): Promise<void> {}
+  confirmedAt(): number { return Infinity; }
   async close(): Promise<void> {}
+}
+
+class Session implements LivenessSession {
+  private static next = 1;
+  readonly id = Session.next++;
+  confirmedAt: number;
+  constructor(readonly client: Client, since: number) { this.confirmedAt = since; }
 }
 
 class PostgresLiveness implements ProcessLiveness {
   readonly processId = randomUUID();
   private readonly key = livenessLockKey(this.processId);
   private client: Client | null = null;
+  private session: Session | null = null;
+  private confirming: NodeJS.Timeout | null = null;
   private retake: NodeJS.Timeout | null = null;
   private closed = false;
   private lastLogged = 0;
@@ -81,6 +111,7 @@ class PostgresLiveness implements ProcessLiveness {
     const client = new pg.Client({ connectionString: this.url, keepAlive: true, connectionTimeoutMillis: 5000 });
     client.on('error', (err) => this.lost(client, err.message));
     client.on('end', () => this.lost(client, 'connection ended'));
+    const since = Date.now();
     try {
       await client.connect();
       // A host that vanishes without closing its connections: the server notices within about 25 s
@@ -91,6 +122,7 @@ class PostgresLiveness implements ProcessLiveness {
       if (!rows[0].taken) throw new Error('the lock is still held by an earlier session');
       if (this.closed) throw new Error('closed meanwhile');
       this.client = client;
+      this.session = new Session(client, since);
       if (this.lostSince !== null) this.logger.info({ processId: this.processId, lostMs: Date.now() - this.lostSince }, 'process liveness lock re-taken');
       this.lostSince = null;
     } catch (err) {
@@ -99,9 +131,46 @@ class PostgresLiveness implements ProcessLiveness {
     }
   }
 
+  async tryLock(classId: number, key: number): Promise<LivenessSession | null> {
+    const session = this.session;
+    if (!session) return null;
+    const { rows } = await session.client.query<{ taken: boolean }>('SELECT pg_try_advisory_lock($1, $2) AS taken', [classId, key]);
+    if (!rows[0].taken || session !== this.session) return null;
+    this.confirming ??= setInterval(() => void this.confirm(), CONFIRM_EVERY_MS).unref();
+    return session;
+  }
+
+  async unlock(session: LivenessSession, classId: number, key: number): Promise<void> {
+    if (session !== this.session) return;
+    await this.session.client.query('SELECT pg_advisory_unlock($1, $2)', [classId, key]).catch(() => {});
+  }
+
+  confirmedAt(session: LivenessSession): number {
+    return session === this.session ? this.session.confirmedAt : -Infinity;
+  }
+
+  private confirmPending = false;
+
+  /** One round trip on the session at a time; an answer confirms it alive as of the question. */
+  private async confirm(): Promise<void> {
+    const session = this.session;
+    if (!session || this.confirmPending) return;
+    this.confirmPending = true;
+    const asked = Date.now();
+    try {
+      await session.client.query('SELECT 1');
+      session.confirmedAt = Math.max(session.confirmedAt, asked);
+    } catch {
+      // The connection's own error or end handler ends the session.
+    } finally {
+      this.confirmPending = false;
+    }
+  }
+
   private lost(client: Client, reason: string): void {
     if (client !== this.client || this.closed) return;
     this.client = null;
+    this.session = null;
     client.end().catch(() => {});
     this.notHeld(reason);
   }
@@ -121,8 +190,10 @@ class PostgresLiveness implements ProcessLiveness {
   async close(): Promise<void> {
     this.closed = true;
     if (this.retake) clearTimeout(this.retake);
+    if (this.confirming) clearInterval(this.confirming);
     const client = this.client;
     this.client = null;
+    this.session = null;
     await client?.end().catch(() => {});
   }
 }

@@ -388,6 +388,9 @@ export interface CampaignRecipientsTable {
   not_before: Timestamp | null;
   attempted_at: Timestamp | null;
   lease_until: Timestamp | null;
+  /** The process that claimed it while sending (its liveness id), and its send's slot. */
+  claimed_by: string | null;
+  send_at: Timestamp | null;
   message_id: string | null;
   error_code: number | null;
   error_title: string | null;

@@ -3,7 +3,7 @@ import type { Db } from '../db/database.ts';
 import { decryptSecret } from '../crypto/secrets.ts';
 import { AppError } from '../http/errors.ts';
 import { resolveSendComponents, type MediaForSend, type VariableMapping } from '../modules/campaigns/campaigns.mapping.ts';
-import { campaignQueue, FIRST_ID, type ClaimedRecipient, type RunningCampaign } from '../modules/campaigns/campaigns.queue.ts';
+import { campaignQueue, FIRST_ID, type ClaimedRecipient, type ClaimSlots, type RunningCampaign } from '../modules/campaigns/campaigns.queue.ts';
 import { countClaimed, countOutcomes, countSendIssued } from '../modules/campaigns/campaigns.metrics.ts';
 import { campaignsRepository } from '../modules/campaigns/campaigns.repository.ts';
 import { recordTransition } from '../modules/campaigns/campaigns.service.ts';
@@ -16,6 +16,7 @@ import { applyStop, applyTemplateStatus } from '../modules/campaigns/upstream-st
 import { exhausted, isThrottle, outcomeOfSend, type FailureOutcome, type SendOutcome } from '../upstream/outcomes.ts';
 import type { UpstreamAccount, UpstreamClient } from '../upstream/types.ts';
 import type { WorkerLoop } from './loop.ts';
+import type { NumberLease, NumberOwnership } from './number-ownership.ts';
 
 export interface CampaignDispatcherOptions {
   secretsKey: Buffer;
@@ -43,6 +44,8 @@ export interface CampaignDispatcherOptions {
   onlyTenants?: string[];
   /** The moving window of the portfolio's messaging limit (MESSAGING_LIMIT_WINDOW_MS; default 24 h). */
   messagingLimitWindowMs?: number;
+  /** Which process sends for each number, where several may run; unset, this dispatcher sends for every number. */
+  numbers?: NumberOwnership;
 }
 
 /** Batches one campaign may start in one turn (one reservation, one claim) before the next campaign's turn. */
@@ -56,6 +59,8 @@ const MEDIA_TYPES: Record<string, MediaType> = { IMAGE: 'image', VIDEO: 'video',
 const sleepUntil = (at: number) => new Promise<void>((resolve) => setTimeout(resolve, Math.max(0, at - Date.now())));
 
 type Outcomes = Required<Parameters<typeof campaignQueue.recordOutcomes>[1]>;
+/** Every number this process's own, where no ownership is configured (one dispatcher sends for all). */
+const OWN_EVERY_NUMBER: NumberLease | null = null;
 interface SendContext {
   account: UpstreamAccount;
   plan: ReturnType<typeof placeholderPlan>;
@@ -93,8 +98,13 @@ export class CampaignDispatcher {
   private renewal: NodeJS.Timeout | null = null;
   private renewing = false;
 
+  /** Stamped on this process's claims (null: no ownership, one dispatcher sends for every number). */
+  private readonly claimant: string | null;
+
   constructor(private db: Db, private upstream: UpstreamClient, private media: MediaService, private pacer: SendPacer,
-    private options: CampaignDispatcherOptions, private logger?: Logger) {}
+    private options: CampaignDispatcherOptions, private logger?: Logger) {
+    this.claimant = options.numbers?.claimant ?? null;
+  }
 
   loop(): WorkerLoop {
     return { name: 'campaign-dispatcher', runOnce: () => this.dispatchOnce(), stop: () => this.drain() };
@@ -174,13 +184,16 @@ export class CampaignDispatcher {
     if (campaign.messaging_limit !== null && (this.limitReached.get(campaign.tenant_id) ?? 0) > Date.now()) return 0;
     // Whole batches only: the few slots freed since the last turn would make a batch of a handful
     // of recipients paying a whole batch's statements.
+    // One process at a time sends for a number: its send window then bounds the number's every second.
+    const lease = this.options.numbers ? await this.options.numbers.lease(campaign.tenant_id, campaign.phone_number_id!) : OWN_EVERY_NUMBER;
+    if (this.options.numbers && !lease) return 0;
     const size = campaign.batch_size;
     const batches = Math.max(1, Math.min(BATCHES_PER_TURN, this.options.maxBatches - this.inFlight.size));
     const whole = Math.min(size, Math.max(1, campaign.pending_count));
     const reservation = await this.pacer.reserve(campaign.phone_number_id!, size * batches, rate, whole);
     if (reservation.granted === 0) return 0;
     const claimedAt = Date.now();
-    const recipients = await this.claim(campaign, reservation.granted);
+    const recipients = await this.claim(campaign, reservation.granted, { by: this.claimant, startAt: reservation.startAt, intervalMs: reservation.intervalMs });
     if (recipients.length === 0) {
       if (await campaignQueue.completeIfDone(this.db, campaign.id)) return 1;
       // Due recipients left, none claimable: the rest wait (pending) for the window to move.
@@ -193,7 +206,7 @@ export class CampaignDispatcher {
     for (let from = 0; from < recipients.length; from += size) {
       const startAt = reservation.startAt + from * reservation.intervalMs;
       const slice = recipients.slice(from, from + size);
-      const batch = this.sendBatch(campaign, context, slice, startAt, reservation.intervalMs, claimedAt)
+      const batch = this.sendBatch(campaign, context, slice, startAt, reservation.intervalMs, claimedAt, lease)
         .catch((err) => this.logger?.error({ err, campaign_id: campaign.id }, 'campaign batch failed; its recipients are reconciled after their lease'))
         .finally(() => {
           for (const r of slice) this.inFlightRecipients.delete(r.id);
@@ -208,18 +221,20 @@ export class CampaignDispatcher {
    * Claims from where this process's last claim of the campaign ended, and from the start again
    * once nothing is left after it (recipients re-queued by a rate limit or by reconciliation).
    */
-  private async claim(campaign: RunningCampaign, limit: number): Promise<ClaimedRecipient[]> {
+  private async claim(campaign: RunningCampaign, limit: number, slots: ClaimSlots): Promise<ClaimedRecipient[]> {
     const campaignId = campaign.id;
     const skipOptedOut = campaign.template_category === 'MARKETING';
     // A limited portfolio (reference §8) claims only as many new users as its limit still allows;
     // unlimited (the default), the plain claim: no extra work per batch.
     const claimFrom = (after?: string) => campaign.messaging_limit === null
-      ? campaignQueue.claim(this.db, campaignId, limit, this.options.leaseMs, after, skipOptedOut)
-      : campaignQueue.claimWithinLimit(this.db, campaign.tenant_id, campaignId, limit, this.options.leaseMs, campaign.messaging_limit, this.options.messagingLimitWindowMs ?? DAY_MS, after, skipOptedOut);
+      ? campaignQueue.claim(this.db, campaignId, limit, this.options.leaseMs, after, skipOptedOut, slots)
+      : campaignQueue.claimWithinLimit(this.db, campaign.tenant_id, campaignId, limit, this.options.leaseMs, campaign.messaging_limit, this.options.messagingLimitWindowMs ?? DAY_MS, after, skipOptedOut, slots);
     const after = this.cursors.get(campaignId) ?? FIRST_ID;
     let claimed = await claimFrom(after);
     if (claimed.length === 0 && after !== FIRST_ID) claimed = await claimFrom();
     countClaimed(claimed.length);
+    // The claim slotted its recipients in id order (their send_at): they are sent in that order.
+    claimed.sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
     if (claimed.length > 0) {
       if (this.cursors.size > 10_000) this.cursors.clear();
       this.cursors.set(campaignId, claimed.reduce((max, r) => (r.id > max ? r.id : max), claimed[0].id));
@@ -290,12 +305,12 @@ export class CampaignDispatcher {
 
   /** Nothing of the claim can be sent: its recipients go back to pending unsent, and the campaign fails. */
   private async failClaimed(campaign: RunningCampaign, claimed: ClaimedRecipient[], reason: string): Promise<void> {
-    await this.db.transaction().execute((tx) => campaignQueue.recordOutcomes(tx, { unsent: claimed.map((r) => ({ id: r.id })) }));
+    await this.db.transaction().execute((tx) => campaignQueue.recordOutcomes(tx, { unsent: claimed.map((r) => ({ id: r.id, claimedBy: this.claimant })) }));
     countOutcomes({ unsent: claimed });
     await this.failCampaign(campaign, reason, null);
   }
 
-  private async sendBatch(campaign: RunningCampaign, sendContext: Promise<SendContext | null>, recipients: ClaimedRecipient[], startAt: number, intervalMs: number, claimedAt: number): Promise<void> {
+  private async sendBatch(campaign: RunningCampaign, sendContext: Promise<SendContext | null>, recipients: ClaimedRecipient[], startAt: number, intervalMs: number, claimedAt: number, lease: NumberLease | null): Promise<void> {
     const context = await sendContext;
     if (!context) return;
     const { account, plan, mapping, media } = context;
@@ -316,6 +331,11 @@ export class CampaignDispatcher {
       await sleepUntil(startAt + i * intervalMs);
       const release = await window.acquire(perSecond, issueBy);
       if (!release) return { send, outcome: null };
+      // Not sent once this process may no longer be the number's owner: the next owner puts it back.
+      if (lease && !(await this.options.numbers!.mayIssue(lease, issueBy))) {
+        release(false);
+        return { send, outcome: null };
+      }
       // Halted after this batch was claimed (not after its rows were written: another batch of the
       // same claim may have sent and met the fatal answer meanwhile).
       if ((this.halted.get(campaign.id) ?? -Infinity) >= claimedAt) {
@@ -375,7 +395,7 @@ export class CampaignDispatcher {
     // -1: no upstream code at all (stored as none, the errors summary's `unknown`).
     const fail = (id: string, outcome: FailureOutcome) => outcomes.failed.push({ id, code: outcome.error!.code < 0 ? null : outcome.error!.code, title: outcome.error!.title });
     for (const { send, outcome } of results) {
-      if (!outcome) { outcomes.unsent.push({ id: send.id }); continue; }
+      if (!outcome) { outcomes.unsent.push({ id: send.id, claimedBy: this.claimant }); continue; }
       switch (outcome.kind) {
         case 'accepted':
         case 'held':
@@ -401,7 +421,7 @@ export class CampaignDispatcher {
           // A paused template pauses the campaign: its recipient goes out once it is approved again.
           // An account stopped fails the campaign; its recipients were not at fault.
           if (outcome.kind === 'template_stopped' && outcome.templateStatus !== 'paused') fail(send.id, outcome);
-          else outcomes.unsent.push({ id: send.id });
+          else outcomes.unsent.push({ id: send.id, claimedBy: this.claimant });
           break;
         default:
           fail(send.id, outcome);

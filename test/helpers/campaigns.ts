@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import pino from 'pino';
 import { startLoops, type RunningLoops } from '../../src/workers/loop.ts';
 import { CampaignDispatcher, startDueCampaigns } from '../../src/workers/campaign-dispatcher.ts';
+import { NumberOwnership } from '../../src/workers/number-ownership.ts';
 import { call, uniquePhone, type TestTenant } from './app.ts';
 import type { UpstreamTestApp } from './upstream.ts';
 
@@ -16,7 +17,8 @@ export function runCampaignWorkers(t: UpstreamTestApp, tenantIds: string[], over
   const c = t.deps.config;
   const dispatcher = new CampaignDispatcher(t.deps.db, t.deps.upstream, t.deps.media, t.deps.pacer, {
     secretsKey: c.secretsKey, leaseMs: c.campaignLeaseMs, issueWithinMs: c.campaignIssueWithinMs, reconcileMs: c.sendReconcileMs, maxBatches: c.campaignMaxBatches, maxAttempts: c.campaignMaxAttempts,
-    deferMs: c.campaignDeferMs, deferAttempts: c.campaignDeferAttempts, holdMs: c.campaignHoldMs, messagingLimitWindowMs: c.messagingLimitWindowMs, onlyTenants: tenantIds, ...overrides,
+    deferMs: c.campaignDeferMs, deferAttempts: c.campaignDeferAttempts, holdMs: c.campaignHoldMs, messagingLimitWindowMs: c.messagingLimitWindowMs, onlyTenants: tenantIds,
+    numbers: new NumberOwnership(t.deps.db, t.deps.liveness), ...overrides,
   }, pino({ level: process.env.TEST_LOG_LEVEL ?? 'silent' }));
   const loops = startLoops([
     { name: 'campaign-scheduler', runOnce: () => startDueCampaigns(t.deps.db, tenantIds), intervalMs: 50 },

@@ -119,6 +119,16 @@ const waitingForWindow = (from: ReturnType<typeof sql>) => sql`
         UPDATE campaign_recipients r SET not_before = o.wait_until, updated_at = now()
         FROM ${from} o WHERE r.id = o.id AND NOT o.opted_out AND o.wait_until IS NOT NULL)`;
 
+/**
+ * Who claims (the process's liveness id; null where one process does all the sending) and the
+ * claim's slots: the n-th claimed recipient in id order is sent at `startAt + n * intervalMs`.
+ */
+export interface ClaimSlots { by: string | null; startAt: number; intervalMs: number }
+const NO_SLOTS: ClaimSlots = { by: null, startAt: 0, intervalMs: 0 };
+const claimStamp = (slots: ClaimSlots) => slots.by === null
+  ? sql`claimed_by = NULL, send_at = NULL`
+  : sql`claimed_by = ${slots.by}::uuid, send_at = to_timestamp((${slots.startAt}::float8 + (s.rn - 1) * ${slots.intervalMs}::float8) / 1000.0)`;
+
 export const campaignQueue = {
   /** Running campaigns, the longest-waiting first (round robin between campaigns and tenants). */
   async running(db: Db, limit: number, onlyTenants?: string[]): Promise<RunningCampaign[]> {
@@ -158,7 +168,7 @@ export const campaignQueue = {
    * since materialisation are skipped instead (opted_out), in the same statement, with their
    * counter moves; they are not returned.
    */
-  async claim(db: Db, campaignId: string, limit: number, leaseMs: number, after = FIRST_ID, skipOptedOut = false): Promise<ClaimedRecipient[]> {
+  async claim(db: Db, campaignId: string, limit: number, leaseMs: number, after = FIRST_ID, skipOptedOut = false, slots: ClaimSlots = NO_SLOTS): Promise<ClaimedRecipient[]> {
     const { rows } = await sql<ClaimedRecipient>`
       WITH picked AS (
         SELECT r.id, ${optedOut(skipOptedOut)} AS opted_out, ${claimWaitUntil(campaignId)} AS wait_until
@@ -171,8 +181,8 @@ export const campaignQueue = {
       ${waitingForWindow(sql`picked`)},
       claimed AS (
         UPDATE campaign_recipients r SET status = 'sending', attempts = r.attempts + 1, attempted_at = now(),
-          lease_until = now() + ${leaseMs} * interval '1 millisecond', not_before = NULL, updated_at = now()
-        FROM picked WHERE r.id = picked.id AND NOT picked.opted_out AND picked.wait_until IS NULL
+          lease_until = now() + ${leaseMs} * interval '1 millisecond', not_before = NULL, updated_at = now(), ${claimStamp(slots)}
+        FROM (SELECT id, row_number() OVER (ORDER BY id) AS rn FROM picked WHERE NOT opted_out AND wait_until IS NULL) s WHERE r.id = s.id
         RETURNING r.id, r.contact_id, r.phone, r.attempts, r.defers)
       SELECT cl.id, cl.contact_id, cl.phone, cl.attempts, cl.defers, c.first_name, c.last_name, c.email, c.company, c.job_title, c.status, c.source, c.custom_fields
       FROM claimed cl LEFT JOIN contacts c ON c.id = cl.contact_id`.execute(db);
@@ -186,7 +196,7 @@ export const campaignQueue = {
    * are counted with the claim. The rest stay pending. One transaction holding the tenant's
    * advisory lock, so claims of several workers never count past the limit together.
    */
-  async claimWithinLimit(db: Db, tenantId: string, campaignId: string, limit: number, leaseMs: number, messagingLimit: number, windowMs: number, after = FIRST_ID, skipOptedOut = false): Promise<ClaimedRecipient[]> {
+  async claimWithinLimit(db: Db, tenantId: string, campaignId: string, limit: number, leaseMs: number, messagingLimit: number, windowMs: number, after = FIRST_ID, skipOptedOut = false, slots: ClaimSlots = NO_SLOTS): Promise<ClaimedRecipient[]> {
     const since = sql`now() - ${windowMs} * interval '1 millisecond'`;
     return db.transaction().execute(async (tx) => {
       await sql`SELECT pg_advisory_xact_lock(${LIMIT_LOCK}, hashtext(${tenantId}))`.execute(tx);
@@ -218,8 +228,8 @@ export const campaignQueue = {
           ON CONFLICT (tenant_id, phone) DO UPDATE SET last_at = excluded.last_at),
         claimed AS (
           UPDATE campaign_recipients r SET status = 'sending', attempts = r.attempts + 1, attempted_at = now(),
-            lease_until = now() + ${leaseMs} * interval '1 millisecond', not_before = NULL, updated_at = now()
-          FROM picked WHERE r.id = picked.id
+            lease_until = now() + ${leaseMs} * interval '1 millisecond', not_before = NULL, updated_at = now(), ${claimStamp(slots)}
+          FROM (SELECT id, row_number() OVER (ORDER BY id) AS rn FROM picked) s WHERE r.id = s.id
           RETURNING r.id, r.contact_id, r.phone, r.attempts, r.defers)
         SELECT cl.id, cl.contact_id, cl.phone, cl.attempts, cl.defers, c.first_name, c.last_name, c.email, c.company, c.job_title, c.status, c.source, c.custom_fields
         FROM claimed cl LEFT JOIN contacts c ON c.id = cl.contact_id`.execute(tx);
@@ -257,7 +267,8 @@ export const campaignQueue = {
     retry?: { id: string; retryAt: Date }[];
     deferred?: { id: string; retryAt: Date }[];
     unknown?: { id: string; reconcileAt: Date }[];
-    unsent?: { id: string }[];
+    /** `claimedBy`: put back only while the claim is still that claimant's (another may have taken it over). */
+    unsent?: { id: string; claimedBy: string | null }[];
   }): Promise<{ campaignId: string; from: string; to: string }[]> {
     const { accepted = [], failed = [], retry = [], deferred = [], unknown = [], unsent = [] } = outcomes;
     const moves: { campaignId: string; from: string; to: string }[] = [];
@@ -320,14 +331,15 @@ export const campaignQueue = {
         FROM (VALUES ${values}) v(id, at) WHERE r.id = v.id AND r.status = 'sending'`.execute(tx);
     }
     if (unsent.length > 0) {
-      const ids = unsent.map((u) => u.id);
+      const values = sql.join(unsent.map((u) => sql`(${u.id}::uuid, ${u.claimedBy}::uuid)`));
+      const mine = sql`r.status = 'sending' AND r.claimed_by IS NOT DISTINCT FROM v.claimed_by`;
       // A first attempt's row only: an earlier attempt's (outcome unknown) may still hear from the upstream.
       await sql`
-        DELETE FROM messages m USING campaign_recipients r
-        WHERE m.id = ANY(${ids}::uuid[]) AND r.id = m.id AND r.attempts <= 1 AND m.upstream_message_id IS NULL AND m.status = 'accepted'`.execute(tx);
+        DELETE FROM messages m USING campaign_recipients r, (VALUES ${values}) v(id, claimed_by)
+        WHERE m.id = v.id AND r.id = v.id AND ${mine} AND r.attempts <= 1 AND m.upstream_message_id IS NULL AND m.status = 'accepted'`.execute(tx);
       await sql`
-        UPDATE campaign_recipients SET status = 'pending', attempts = greatest(attempts - 1, 0), lease_until = NULL, updated_at = now()
-        WHERE id = ANY(${ids}::uuid[]) AND status = 'sending'`.execute(tx);
+        UPDATE campaign_recipients r SET status = 'pending', attempts = greatest(r.attempts - 1, 0), lease_until = NULL, claimed_by = NULL, send_at = NULL, updated_at = now()
+        FROM (VALUES ${values}) v(id, claimed_by) WHERE r.id = v.id AND ${mine}`.execute(tx);
     }
     await recordCounterMoves(tx, moves);
     return moves;
@@ -342,6 +354,24 @@ export const campaignQueue = {
       UPDATE campaign_recipients r SET lease_until = greatest(r.lease_until, now() + ${leaseMs} * interval '1 millisecond')
       FROM (SELECT id FROM campaign_recipients WHERE id = ANY(${ids}::uuid[]) AND status = 'sending' ORDER BY id FOR UPDATE SKIP LOCKED) l
       WHERE r.id = l.id`.execute(db);
+  },
+
+  /**
+   * A number taken over (src/workers/number-ownership.ts): the tenant's sending claims of other
+   * processes whose slot lies more than `fenceMs` ahead were never sent (their claimant, dead or
+   * cut off, sends nothing that late) and go back to pending at once, as unsent. Earlier ones may
+   * have been sent: they wait for reconciliation. Returns how many went back.
+   */
+  async takeOver(db: Db, tenantId: string, claimant: string, fenceMs: number): Promise<number> {
+    return db.transaction().execute(async (tx) => {
+      const { rows } = await sql<{ id: string; claimed_by: string }>`
+        SELECT r.id, r.claimed_by FROM campaign_recipients r
+        WHERE r.campaign_id IN (SELECT c.id FROM campaigns c WHERE c.tenant_id = ${tenantId}::uuid AND c.status IN ('RUNNING', 'PAUSED'))
+          AND r.status = 'sending' AND r.claimed_by <> ${claimant}::uuid AND r.send_at > now() + ${fenceMs} * interval '1 millisecond'`.execute(tx);
+      if (rows.length === 0) return 0;
+      await campaignQueue.recordOutcomes(tx, { unsent: rows.map((r) => ({ id: r.id, claimedBy: r.claimed_by })) });
+      return rows.length;
+    });
   },
 
   /**
