@@ -36,6 +36,10 @@ export function updateConfig(state: SandboxState, body: unknown): Reply {
     if (typeof body.callbacks !== 'boolean') return bad('callbacks must be true or false');
     next.callbacks = body.callbacks;
   }
+  if (body.hold_statuses !== undefined) {
+    if (typeof body.hold_statuses !== 'boolean') return bad('hold_statuses must be true or false');
+    next.hold_statuses = body.hold_statuses;
+  }
   if (body.callback_url !== undefined) {
     if (body.callback_url !== null && (typeof body.callback_url !== 'string' || !/^https?:\/\/./.test(body.callback_url))) {
       return bad('callback_url must be an http(s) URL or null');
@@ -43,12 +47,24 @@ export function updateConfig(state: SandboxState, body: unknown): Reply {
     next.callback_url = body.callback_url;
   }
   state.config = next;
+  if (!next.hold_statuses) state.statuses.resume();
   return { status: 200, body: state.config };
 }
 
 /**
+ * `POST /__sandbox/statuses/release {batch_size?}`: posts the status callbacks waiting now, in
+ * POSTs of `batch_size` statuses (default the sandbox's batch, 100), one after the other; answers
+ * once the receiver took the last one.
+ */
+export async function releaseStatuses(state: SandboxState, body: unknown): Promise<Reply> {
+  if (!isObject(body)) return bad('body must be a JSON object');
+  if (body.batch_size !== undefined && (!isCount(body.batch_size) || body.batch_size < 1)) return bad('batch_size must be a positive integer');
+  return { status: 200, body: await state.statuses.release(body.batch_size as number | undefined) };
+}
+
+/**
  * `POST /__sandbox/recipients {to, outcome, error_code?, delay_ms?, count?, then?, hold_ms?}`:
- * `defer` fails the next `count` (default 1) MARKETING sends with 131049 by callback; `held`
+ * `reject` refuses sends with `error_code` (the next `count` only, when given); `defer` fails the next `count` (default 1) MARKETING sends with 131049 by callback; `held`
  * answers template sends `held_for_quality_assessment` and settles them `hold_ms` later by `then`.
  */
 export function setRecipientRule(state: SandboxState, body: unknown): Reply {
@@ -58,10 +74,9 @@ export function setRecipientRule(state: SandboxState, body: unknown): Reply {
   if (body.delay_ms !== undefined && !isDelay(body.delay_ms)) return bad(`delay_ms must be an integer from 0 to ${MAX_DELAY_MS}`);
   const outcome = body.outcome as RuleOutcome;
   const rule: RecipientRule = { outcome, errorCode: (body.error_code as number | undefined) ?? DEFAULT_REJECT_CODE, delayMs: (body.delay_ms as number | undefined) ?? 0 };
-  if (outcome === 'defer') {
-    if (body.count !== undefined && (!isCount(body.count) || body.count < 1)) return bad('count must be a positive integer');
-    rule.remaining = (body.count as number | undefined) ?? 1;
-  }
+  if (body.count !== undefined && (!isCount(body.count) || body.count < 1)) return bad('count must be a positive integer');
+  if (outcome === 'defer') rule.remaining = (body.count as number | undefined) ?? 1;
+  if (outcome === 'reject' && body.count !== undefined) rule.remaining = body.count as number;
   if (outcome === 'held') {
     const held = heldSwitch(body);
     if (typeof held === 'string') return bad(held);

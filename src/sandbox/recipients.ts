@@ -13,7 +13,7 @@ export interface RecipientRule {
   errorCode: number;
   /** How long the first status callback of a send to this recipient is held back. */
   delayMs: number;
-  /** defer: how many more MARKETING sends fail with 131049 before the rule is used up. */
+  /** defer: how many more MARKETING sends fail with 131049 before the rule is used up; reject: how many more sends are refused (none: every one). */
   remaining?: number;
   /** held: what happens once `holdMs` has passed. */
   then?: HeldFate;
@@ -51,7 +51,8 @@ export class RecipientRules {
   }
 
   /**
-   * The fate of one send to this recipient. A `defer` rule counts down on MARKETING template sends
+   * The fate of one send to this recipient. A `reject` rule with a count is gone after that many
+   * refusals. A `defer` rule counts down on MARKETING template sends
    * only (Meta's cap is on marketing; utility and authentication pass) and is gone once used up;
    * `held` applies to template sends (pacing is a template matter), free-form messages pass.
    */
@@ -59,18 +60,25 @@ export class RecipientRules {
     const rule = this.rules.get(recipientId);
     if (!rule) return OK;
     switch (rule.outcome) {
-      case 'reject': return { kind: 'reject', errorCode: rule.errorCode };
+      case 'reject':
+        if (rule.remaining !== undefined) this.countDown(recipientId, rule);
+        return { kind: 'reject', errorCode: rule.errorCode };
       case 'held': return category === null ? OK : { kind: 'held', then: rule.then ?? 'release', holdMs: rule.holdMs ?? 0 };
       case 'defer': {
         if (category !== 'MARKETING') return { kind: 'accept', outcome: 'ok', errorCode: null, delayMs: rule.delayMs };
-        rule.remaining = (rule.remaining ?? 1) - 1;
-        if (rule.remaining <= 0) this.rules.delete(recipientId);
-        this.onChange();
+        this.countDown(recipientId, rule);
         return { kind: 'accept', outcome: 'fail', errorCode: MARKETING_CAP_ERROR, delayMs: rule.delayMs };
       }
       case 'fail': return { kind: 'accept', outcome: 'fail', errorCode: rule.errorCode, delayMs: rule.delayMs };
       default: return { kind: 'accept', outcome: rule.outcome, errorCode: null, delayMs: rule.delayMs };
     }
+  }
+
+  /** One use of a counted rule; the last one removes it. */
+  private countDown(recipientId: string, rule: RecipientRule): void {
+    rule.remaining = (rule.remaining ?? 1) - 1;
+    if (rule.remaining <= 0) this.rules.delete(recipientId);
+    this.onChange();
   }
 
   list(): [string, RecipientRule][] {
@@ -93,6 +101,7 @@ export function ruleJson(recipientId: string, rule: RecipientRule): Record<strin
     delay_ms: rule.delayMs,
   };
   if (rule.outcome === 'defer') json.remaining = rule.remaining ?? 1;
+  if (rule.outcome === 'reject' && rule.remaining !== undefined) json.remaining = rule.remaining;
   if (rule.outcome === 'held') Object.assign(json, { then: rule.then ?? 'release', hold_ms: rule.holdMs ?? 0 });
   return json;
 }

@@ -12,6 +12,8 @@
  *   templates of that name and language (pending or not, with a callback) and at review time to
  *   ones created later; an optional `waba_id` in the body limits it to that WABA.
  * - `callbacks: false` silences status and template callbacks; `/__sandbox/inbound` still posts.
+ *   `hold_statuses: true` keeps status callbacks until `POST /__sandbox/statuses/release`, which
+ *   posts what waits in fixed batches (a test that counts the service's work per callback).
  * - Header media is checked after the 200, as Meta fetches it then: a `link` on a host under the
  *   reserved `.invalid` domain (e.g. https://cdn.sandbox.invalid/x.png) stands for one that cannot
  *   be downloaded, and an `id` must be one this phone number uploaded, of the header's kind;
@@ -45,8 +47,8 @@ import pino, { type Logger } from 'pino';
 import { businessCapability, phoneNumberQuality, templateCategory, templateQuality } from './account-callbacks.ts';
 import { CallbackDeliverer, type SavedCallback } from './callbacks.ts';
 import {
-  bindPhoneNumber, expireMedia, inbound, listHeld, listRecipientRules, pauseTemplate, reviewTemplate, setRecipientRule, setTemplatePacing, settleHeld,
-  unpauseTemplate, updateConfig,
+  bindPhoneNumber, expireMedia, inbound, listHeld, listRecipientRules, pauseTemplate, releaseStatuses, reviewTemplate, setRecipientRule, setTemplatePacing,
+  settleHeld, unpauseTemplate, updateConfig,
 } from './control.ts';
 import { graphError, missingTokenError, statusErrorText } from './graph-errors.ts';
 import { GraphHandlers } from './graph.ts';
@@ -103,7 +105,7 @@ export interface Sandbox {
 }
 
 const VERSION = /^v\d+(\.\d+)?$/;
-const CONTROL_ROUTES_WITH_BODY: Record<string, (state: SandboxState, body: unknown) => Reply> = {
+const CONTROL_ROUTES_WITH_BODY: Record<string, (state: SandboxState, body: unknown) => Reply | Promise<Reply>> = {
   'PUT /__sandbox/config': updateConfig,
   'POST /__sandbox/recipients': setRecipientRule,
   'POST /__sandbox/templates/review': reviewTemplate,
@@ -111,6 +113,7 @@ const CONTROL_ROUTES_WITH_BODY: Record<string, (state: SandboxState, body: unkno
   'POST /__sandbox/templates/unpause': unpauseTemplate,
   'POST /__sandbox/templates/pacing': setTemplatePacing,
   'POST /__sandbox/held/settle': settleHeld,
+  'POST /__sandbox/statuses/release': releaseStatuses,
   'POST /__sandbox/inbound': inbound,
   'POST /__sandbox/media/expire': expireMedia,
   'POST /__sandbox/phone_numbers': bindPhoneNumber,
@@ -130,6 +133,7 @@ export async function createSandbox(options: SandboxOptions): Promise<Sandbox> {
     latency_ms: options.latencyMs ?? 0,
     mps_limit: options.mpsLimit ?? null,
     callbacks: options.callbacks ?? true,
+    hold_statuses: false,
     callback_url: options.callbackUrl ?? null,
   });
   const persist = new StateFile<SandboxSnapshot>(options.stateFile, () => ({
@@ -160,6 +164,7 @@ export async function createSandbox(options: SandboxOptions): Promise<Sandbox> {
     statuses: new StatusPipeline(deliverer, {
       flushMs: options.statusFlushMs ?? 20, batchSize: options.statusBatchSize ?? 100, displayPhoneNumber,
       contactOf: (phoneNumberId, recipientId) => windows.contactOf(phoneNumberId, recipientId), onChange: changed,
+      hold: () => state.config.hold_statuses,
     }),
     logger,
   };
@@ -183,6 +188,7 @@ export async function createSandbox(options: SandboxOptions): Promise<Sandbox> {
     graph.resetRateWindows();
     // The callback URL is wiring, not behaviour: a test that pointed it at its app keeps it.
     state.config = { ...defaults, callback_url: state.config.callback_url };
+    state.statuses.resume();
     return { status: 200, body: { ok: true } };
   }
 

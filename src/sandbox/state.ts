@@ -14,6 +14,8 @@ export interface SandboxConfig {
   /** Sends per second per phone number above which sends fail with 130429; null: unlimited. */
   mps_limit: number | null;
   callbacks: boolean;
+  /** Status callbacks wait for `POST /__sandbox/statuses/release` instead of going out on their own. */
+  hold_statuses: boolean;
   callback_url: string | null;
 }
 

@@ -47,6 +47,8 @@ export interface StatusPipelineOptions {
   contactOf?: (phoneNumberId: string, recipientId: string) => StatusContact;
   /** Told when a send was taken (to persist what is owed). */
   onChange?: () => void;
+  /** While true, statuses wait for `release` instead of going out on their own. */
+  hold?: () => boolean;
 }
 
 const ERROR_HREF = '/documentation/business-messaging/whatsapp/support/error-codes';
@@ -76,7 +78,7 @@ export class StatusPipeline {
     }
     this.fresh.push({ message, stage: message.outcome === 'fail' ? 'failed' : 'sent' });
     this.options.onChange?.();
-    if (this.fresh.length >= this.options.batchSize) this.post(this.takeFresh());
+    if (this.fresh.length >= this.options.batchSize && !this.holding()) this.post(this.takeFresh());
     else this.arm();
   }
 
@@ -112,14 +114,37 @@ export class StatusPipeline {
     return this.fresh.length + this.advanced.length + this.delayed.size;
   }
 
+  /**
+   * Posts every status waiting now (not those a recipient's `delay_ms` still holds back), in POSTs
+   * of `batchSize`, one after the other, each once the one before was taken (or given up on).
+   * Their next statuses wait again while the pipeline holds.
+   */
+  async release(batchSize = this.options.batchSize): Promise<{ statuses: number; posts: number }> {
+    const due = this.advanced.concat(this.takeFresh());
+    this.advanced = [];
+    let posts = 0;
+    for (let start = 0; start < due.length; start += batchSize, posts++) await this.postBatch(due.slice(start, start + batchSize));
+    return { statuses: due.length, posts };
+  }
+
+  /** What waited while the pipeline held goes out as usual. */
+  resume(): void {
+    if (this.fresh.length + this.advanced.length > 0) this.arm();
+  }
+
+  private holding(): boolean {
+    return this.options.hold?.() ?? false;
+  }
+
   private arm(): void {
-    if (this.timer) return;
+    if (this.timer || this.holding()) return;
     this.timer = setTimeout(() => this.tick(), this.options.flushMs);
     this.timer.unref();
   }
 
   private tick(): void {
     this.timer = null;
+    if (this.holding()) return;
     const due = this.advanced.concat(this.takeFresh());
     this.advanced = [];
     this.post(due);
@@ -133,42 +158,44 @@ export class StatusPipeline {
   }
 
   private post(items: PendingStatus[]): void {
-    if (items.length === 0) return;
+    for (let start = 0; start < items.length; start += this.options.batchSize) void this.postBatch(items.slice(start, start + this.options.batchSize));
+  }
+
+  /** One POST of these statuses, grouped per phone number; settles once it was taken or given up on. */
+  private postBatch(items: PendingStatus[]): Promise<void> {
     const timestamp = String(Math.floor(Date.now() / 1000));
-    for (let start = 0; start < items.length; start += this.options.batchSize) {
-      const byPhone = new Map<string, { wabaId: string; statuses: unknown[]; contacts: Map<string, StatusContact> }>();
-      const next: PendingStatus[] = [];
-      for (const item of items.slice(start, start + this.options.batchSize)) {
-        const { message } = item;
-        let group = byPhone.get(message.phoneNumberId);
-        if (!group) {
-          group = { wabaId: message.wabaId, statuses: [], contacts: new Map() };
-          byPhone.set(message.phoneNumberId, group);
-        }
-        group.statuses.push(statusJson(item, timestamp));
-        // Meta's failed statuses may come without contacts; the sandbox leaves them out there.
-        if (item.stage !== 'failed' && !group.contacts.has(message.recipientId)) {
-          group.contacts.set(message.recipientId, this.options.contactOf?.(message.phoneNumberId, message.recipientId) ?? { profile: { name: 'Sandbox User' }, wa_id: message.recipientId });
-        }
-        const stage = nextStage(item);
-        if (stage) next.push({ message, stage });
+    const byPhone = new Map<string, { wabaId: string; statuses: unknown[]; contacts: Map<string, StatusContact> }>();
+    const next: PendingStatus[] = [];
+    for (const item of items) {
+      const { message } = item;
+      let group = byPhone.get(message.phoneNumberId);
+      if (!group) {
+        group = { wabaId: message.wabaId, statuses: [], contacts: new Map() };
+        byPhone.set(message.phoneNumberId, group);
       }
-      this.deliverer.post({
-        object: 'whatsapp_business_account',
-        entry: [...byPhone].map(([phoneNumberId, group]) => ({
-          id: group.wabaId,
-          changes: [{
-            field: 'messages',
-            value: {
-              messaging_product: 'whatsapp',
-              metadata: { display_phone_number: this.options.displayPhoneNumber(phoneNumberId), phone_number_id: phoneNumberId },
-              ...(group.contacts.size > 0 ? { contacts: [...group.contacts.values()] } : {}),
-              statuses: group.statuses,
-            },
-          }],
-        })),
-      }, next.length > 0 ? next : undefined);
+      group.statuses.push(statusJson(item, timestamp));
+      // Meta's failed statuses may come without contacts; the sandbox leaves them out there.
+      if (item.stage !== 'failed' && !group.contacts.has(message.recipientId)) {
+        group.contacts.set(message.recipientId, this.options.contactOf?.(message.phoneNumberId, message.recipientId) ?? { profile: { name: 'Sandbox User' }, wa_id: message.recipientId });
+      }
+      const stage = nextStage(item);
+      if (stage) next.push({ message, stage });
     }
+    return this.deliverer.post({
+      object: 'whatsapp_business_account',
+      entry: [...byPhone].map(([phoneNumberId, group]) => ({
+        id: group.wabaId,
+        changes: [{
+          field: 'messages',
+          value: {
+            messaging_product: 'whatsapp',
+            metadata: { display_phone_number: this.options.displayPhoneNumber(phoneNumberId), phone_number_id: phoneNumberId },
+            ...(group.contacts.size > 0 ? { contacts: [...group.contacts.values()] } : {}),
+            statuses: group.statuses,
+          },
+        }],
+      })),
+    }, next.length > 0 ? next : undefined);
   }
 
   /** Stops the timers; what is still owed stays readable through `snapshot`. */

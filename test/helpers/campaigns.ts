@@ -13,18 +13,26 @@ export const CAMPAIGN_ENV = { CAMPAIGN_POLL_MS: '20', WORKER_POLL_MS: '50', SEND
  * This test's own scheduler and dispatcher, limited to its tenants: test files share one database,
  * and a dispatcher would otherwise claim every file's running campaigns.
  */
-export function runCampaignWorkers(t: UpstreamTestApp, tenantIds: string[], overrides: Partial<ConstructorParameters<typeof CampaignDispatcher>[4]> = {}): RunningLoops & { dispatcher: CampaignDispatcher } {
+export function runCampaignWorkers(t: UpstreamTestApp, tenantIds: string[], overrides: DispatcherOverrides = {}): RunningLoops & { dispatcher: CampaignDispatcher } {
   const c = t.deps.config;
-  const dispatcher = new CampaignDispatcher(t.deps.db, t.deps.upstream, t.deps.media, t.deps.pacer, {
-    secretsKey: c.secretsKey, leaseMs: c.campaignLeaseMs, issueWithinMs: c.campaignIssueWithinMs, reconcileMs: c.sendReconcileMs, maxBatches: c.campaignMaxBatches, maxAttempts: c.campaignMaxAttempts,
-    deferMs: c.campaignDeferMs, deferAttempts: c.campaignDeferAttempts, holdMs: c.campaignHoldMs, messagingLimitWindowMs: c.messagingLimitWindowMs, onlyTenants: tenantIds,
-    numbers: new NumberOwnership(t.deps.db, t.deps.liveness), ...overrides,
-  }, pino({ level: process.env.TEST_LOG_LEVEL ?? 'silent' }));
+  const dispatcher = campaignDispatcher(t, tenantIds, overrides);
   const loops = startLoops([
     { name: 'campaign-scheduler', runOnce: () => startDueCampaigns(t.deps.db, tenantIds), intervalMs: 50 },
     { ...dispatcher.loop(), intervalMs: c.campaignPollMs },
   ], c.workerPollMs, pino({ level: 'silent' }));
   return { ...loops, dispatcher };
+}
+
+type DispatcherOverrides = Partial<ConstructorParameters<typeof CampaignDispatcher>[4]>;
+
+/** A dispatcher of these tenants' campaigns with the app's configuration, run by the caller (no loop). */
+export function campaignDispatcher(t: UpstreamTestApp, tenantIds: string[], overrides: DispatcherOverrides = {}): CampaignDispatcher {
+  const c = t.deps.config;
+  return new CampaignDispatcher(t.deps.db, t.deps.upstream, t.deps.media, t.deps.pacer, {
+    secretsKey: c.secretsKey, leaseMs: c.campaignLeaseMs, issueWithinMs: c.campaignIssueWithinMs, reconcileMs: c.sendReconcileMs, maxBatches: c.campaignMaxBatches, maxAttempts: c.campaignMaxAttempts,
+    deferMs: c.campaignDeferMs, deferAttempts: c.campaignDeferAttempts, holdMs: c.campaignHoldMs, messagingLimitWindowMs: c.messagingLimitWindowMs, onlyTenants: tenantIds,
+    numbers: new NumberOwnership(t.deps.db, t.deps.liveness), ...overrides,
+  }, pino({ level: process.env.TEST_LOG_LEVEL ?? 'silent' }));
 }
 
 export interface SeedContact { first_name: string; phone: string; tags?: string[]; source?: string; custom_fields?: Record<string, unknown>; company?: string | null }

@@ -167,6 +167,18 @@ describe('sandbox: sends and status callbacks', () => {
     expect(log.body.data).toEqual([]);
   });
 
+  it('reject with a count refuses only the next N sends to the recipient, then the rule is gone', async () => {
+    const to = uniquePhone();
+    const rule = await http('POST', `${sandbox.url}/__sandbox/recipients`, { to, outcome: 'reject', error_code: 130429, count: 2 });
+    expect(rule.body).toEqual({ to, outcome: 'reject', error_code: 130429, delay_ms: 0, remaining: 2 });
+    expect((await send(templateSend(to, template.name))).body.error.code).toBe(130429);
+    expect((await http('GET', `${sandbox.url}/__sandbox/recipients`)).body.data).toContainEqual({ to: to.slice(1), outcome: 'reject', error_code: 130429, delay_ms: 0, remaining: 1 });
+    expect((await send(templateSend(to, template.name))).body.error.code).toBe(130429);
+    expect((await http('GET', `${sandbox.url}/__sandbox/recipients`)).body.data.find((r: any) => r.to === to.slice(1))).toBeUndefined();
+    expect((await send(templateSend(to, template.name))).status).toBe(200);
+    expect((await http('POST', `${sandbox.url}/__sandbox/recipients`, { to, outcome: 'reject', count: 0 })).status).toBe(400);
+  });
+
   it('accepts header media it cannot fetch, then fails the message with 131053 by callback (an undownloadable link, an unknown or foreign id, the wrong kind)', async () => {
     const image = await approvedTemplate(sandbox, wabaId, [{ type: 'HEADER', format: 'IMAGE', example: { header_handle: ['4::aW1hZ2U=:h'] } }, { type: 'BODY', text: 'Hi there' }]);
     const withHeader = (param: unknown, extra: Record<string, unknown> = {}) => send({
@@ -339,6 +351,40 @@ describe('sandbox: sends and status callbacks', () => {
     expect((await http('GET', `${sandbox.url}/__sandbox/sends`)).body.data).toHaveLength(1);
     const config = await http('GET', `${sandbox.url}/__sandbox/config`);
     expect(config.body).toMatchObject({ latency_ms: 0, mps_limit: null, callbacks: true, callback_url: receiver.url });
+  });
+
+  it('hold_statuses keeps status callbacks until released, in POSTs of the batch size asked, each stage once the one before was taken', async () => {
+    // A sandbox of its own: the shared one may still owe statuses of earlier tests.
+    const own = await startTestSandbox({ callbackUrl: receiver.url });
+    try {
+      const [ownWaba, ownPhone] = [uniqueId(), uniqueId()];
+      await http('POST', `${own.url}/__sandbox/phone_numbers`, { phone_number_id: ownPhone, waba_id: ownWaba });
+      const ownTemplate = await approvedTemplate(own, ownWaba);
+      expect((await http('PUT', `${own.url}/__sandbox/config`, { hold_statuses: true })).body.hold_statuses).toBe(true);
+      const ids: string[] = [];
+      for (let i = 0; i < 3; i++) ids.push((await http('POST', `${own.baseUrl}/${ownPhone}/messages`, templateSend(uniquePhone(), ownTemplate.name))).body.messages[0].id);
+      const mine = () => receiver.statuses().filter((s) => ids.includes(s.id));
+      const myPosts = () => receiver.received.filter((r) => r.body.entry.some((e: any) => e.changes.some((c: any) => c.value.statuses?.some((x: any) => ids.includes(x.id)))));
+      await new Promise((resolve) => setTimeout(resolve, 150));
+      expect(mine()).toEqual([]);
+
+      // Answered once the receiver took every POST: the statuses are there, their next stage waits.
+      expect((await http('POST', `${own.url}/__sandbox/statuses/release`, { batch_size: 2 })).body).toEqual({ statuses: 3, posts: 2 });
+      expect(mine().map((s) => s.status)).toEqual(['sent', 'sent', 'sent']);
+      expect(myPosts()).toHaveLength(2);
+      await new Promise((resolve) => setTimeout(resolve, 100));
+      expect(mine()).toHaveLength(3);
+      expect((await http('POST', `${own.url}/__sandbox/statuses/release`, {})).body).toEqual({ statuses: 3, posts: 1 });
+      expect(mine().filter((s) => s.status === 'delivered')).toHaveLength(3);
+
+      // Held no more: what waits goes out by itself.
+      await http('PUT', `${own.url}/__sandbox/config`, { hold_statuses: false });
+      await eventually(async () => mine().filter((s) => s.status === 'read').length === 3);
+      expect((await http('POST', `${own.url}/__sandbox/statuses/release`, { batch_size: 0 })).status).toBe(400);
+      expect((await http('PUT', `${own.url}/__sandbox/config`, { hold_statuses: 'yes' })).status).toBe(400);
+    } finally {
+      await own.close();
+    }
   });
 
   it('rejects invalid control input with 400', async () => {
