@@ -152,6 +152,10 @@ describe.skipIf(hasPostgres)('the web console in Chromium (embedded default only
     await eventually(async () => (await api('GET', '/templates')).body.data.some((t: any) => t.template_name === 'console_offer'), 15_000, 100);
     await page.reload();
     await page.getByRole('article', { name: 'console_offer' }).getByText('approved', { exact: true }).waitFor();
+    await page.getByLabel('Status').selectOption('draft');
+    await page.getByText('No templates in status draft.').waitFor();
+    await page.getByLabel('Status').selectOption('approved');
+    await page.getByRole('article', { name: 'console_offer' }).waitFor();
     await accessible(page, 'templates');
     await page.context().close();
   }, 90_000);

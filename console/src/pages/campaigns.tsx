@@ -43,7 +43,7 @@ export function CampaignsPage() {
                   <td><a href={`#/campaigns/${c.id}`}>{c.name}</a><div class="muted">{c.template_name}</div></td>
                   <td><Status value={c.status} /></td>
                   <td><Progress value={processed(c.stats)} max={c.total_recipients || c.stats.total} label={`Progress of ${c.name}`} /></td>
-                  <td class="small funnel-line">{statSteps(c.stats).map(([k, v]) => `${v} ${k}`).join(' · ')}</td>
+                  <td class="small funnel-line">{statSteps(c.stats).map(([k, v], i) => <>{i > 0 && ' · '}<span>{v} {k}</span></>)}</td>
                   <td class="small">{when(c.created_at)}</td>
                 </tr>
               ))}

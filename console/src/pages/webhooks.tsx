@@ -58,11 +58,14 @@ export function WebhooksPage() {
               <>
                 <tr>
                   <td>{d.event_type}</td><td><Status value={d.status} /></td><td>{d.attempt_number}</td>
-                  <td>{d.response_status_code ?? '—'}{d.response_time_ms !== null ? ` in ${d.response_time_ms} ms` : ''}</td><td class="small">{when(d.created_at)}</td>
-                  <td class="row">
+                  <td>{d.response_status_code === null ? 'none' : `HTTP ${d.response_status_code}`}{d.response_time_ms !== null ? ` after ${d.response_time_ms} ms` : ''}</td><td class="small">{when(d.created_at)}</td>
+                  <td><div class="row">
                     <button type="button" aria-expanded={open === d.id} onClick={() => setOpen(open === d.id ? null : d.id)}>Details</button>
-                    <Act scope="webhooks:write" onClick={() => act('Delivery retried', () => post(`/webhooks/deliveries/${d.id}/retry`))}>Retry</Act>
-                  </td>
+                    {/* The API never retries a test event (send a new one instead). */}
+                    {d.event_type === 'webhook.test'
+                      ? <span class="small muted">test: not retried</span>
+                      : <Act scope="webhooks:write" onClick={() => act('Delivery retried', () => post(`/webhooks/deliveries/${d.id}/retry`))}>Retry</Act>}
+                  </div></td>
                 </tr>
                 {open === d.id && (
                   <tr><td colSpan={6}>
