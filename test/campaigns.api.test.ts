@@ -228,6 +228,29 @@ describe('campaigns API: resource, validation, access', () => {
     expect((await post(richMapping())).statusCode).toBe(201);
   });
 
+  it('PATCH changes a draft\'s variable_mapping and batch_size (checked as on create; the render preview follows), and only in DRAFT', async () => {
+    const { tenant, template } = await setup();
+    const tag = uniqueTag();
+    await createContacts(t, tenant, [{ first_name: 'Ana', phone: uniquePhone(), tags: [tag], custom_fields: { city: 'Porto' } }]);
+    const campaign = await createCampaign(t, tenant, template.id, { audience: { groups: [tag] } });
+    const remapped = { components: [{ type: 'body', parameters: [{ kind: 'contact_field', field: 'custom_fields.city' }, { kind: 'static', value: 'B-2' }] }] };
+    const patched = await call(t.app, tenant, 'PATCH', `/campaigns/${campaign.id}`, { variable_mapping: remapped, batch_size: 7, name: 'Renamed' });
+    expect(patched.statusCode, patched.body).toBe(200);
+    expect(patched.json()).toMatchObject({ name: 'Renamed', variable_mapping: remapped, send_window: null });
+    const rendered = (await call(t.app, tenant, 'POST', `/campaigns/${campaign.id}/preview`, {})).json().resolved_components;
+    expect(JSON.stringify(rendered)).toContain('Porto');
+    expect(JSON.stringify(rendered)).toContain('B-2');
+    expect((await t.deps.db.selectFrom('campaigns').select('batch_size').where('id', '=', campaign.id).executeTakeFirstOrThrow()).batch_size).toBe(7);
+    expectInvalid(await call(t.app, tenant, 'PATCH', `/campaigns/${campaign.id}`, { variable_mapping: { components: [{ type: 'body', parameters: [{ kind: 'static', value: 'a' }] }] } }),
+      ['body', 'variable_mapping', 'components', 0, 'parameters']);
+    expect((await call(t.app, tenant, 'PATCH', `/campaigns/${campaign.id}`, {})).statusCode).toBe(400);
+    expect((await call(t.app, tenant, 'PATCH', `/campaigns/${campaign.id}`, { batch_size: 0 })).statusCode).toBe(400);
+    expect((await call(t.app, tenant, 'POST', `/campaigns/${campaign.id}/schedule`, { scheduled_at: future() })).statusCode).toBe(200);
+    const scheduled = await call(t.app, tenant, 'PATCH', `/campaigns/${campaign.id}`, { variable_mapping: bodyMapping() });
+    expectInvalid(scheduled, ['path', 'id']);
+    expect((await call(t.app, tenant, 'PATCH', `/campaigns/${campaign.id}`, { send_window: null })).statusCode).toBe(200);
+  });
+
   it('a media parameter must name an uploaded, live media asset of this tenant of the header kind', async () => {
     const { tenant } = await setup();
     const template = await createApprovedTemplate(t.app, tenant, { components: [{ type: 'HEADER', format: 'IMAGE' }, { type: 'BODY', text: 'Our new catalogue is out.' }] });

@@ -97,7 +97,7 @@ describe.skipIf(hasPostgres)('the web console in Chromium (embedded default only
     const [port, sandboxPort] = [await freePort(), await freePort()];
     base = `http://127.0.0.1:${port}`;
     sandbox = `http://127.0.0.1:${sandboxPort}/__sandbox`;
-    server = startBuiltServer({ DATA_DIR: dataDir, PORT: String(port), SANDBOX_PORT: String(sandboxPort), SANDBOX_REVIEW_MS: '50', WEBHOOK_DELIVERY_ENABLED: 'false', LOG_LEVEL: 'warn' });
+    server = startBuiltServer({ DATA_DIR: dataDir, PORT: String(port), SANDBOX_PORT: String(sandboxPort), SANDBOX_REVIEW_MS: '50', WEBHOOK_DELIVERY_ENABLED: 'false', WEBHOOK_ALLOW_PRIVATE_NETWORKS: 'true', LOG_LEVEL: 'warn' });
     await waitForHttp(`${base}/healthz`, server, 60_000);
     const banner = await server.waitForOutput(/tenant id:\s+(\S+)\n\s+API key:\s+(\S+)\n\s+admin token:\s+(\S+)/, 60_000);
     [tenant, key, admin] = [banner[1], banner[2], banner[3]];
@@ -152,6 +152,10 @@ describe.skipIf(hasPostgres)('the web console in Chromium (embedded default only
     await eventually(async () => (await api('GET', '/templates')).body.data.some((t: any) => t.template_name === 'console_offer'), 15_000, 100);
     await page.reload();
     await page.getByRole('article', { name: 'console_offer' }).getByText('approved', { exact: true }).waitFor();
+    await page.getByLabel('Status').selectOption('draft');
+    await page.getByText('No templates in status draft.').waitFor();
+    await page.getByLabel('Status').selectOption('approved');
+    await page.getByRole('article', { name: 'console_offer' }).waitFor();
     await accessible(page, 'templates');
     await page.context().close();
   }, 90_000);
@@ -177,14 +181,18 @@ describe.skipIf(hasPostgres)('the web console in Chromium (embedded default only
     await page.getByLabel('Name').fill('Console launch');
     const template = (await api('GET', '/templates')).body.data.find((t: any) => t.template_name === 'console_offer');
     await page.getByLabel('Template (approved)').selectOption(template.id);
+    // The draft is saved as the person edits, and the previews follow each change (no save button).
+    await page.getByLabel('Groups (contact tags, comma separated)').fill('vip');
+    await expect.poll(() => page.locator('.audience-total').textContent(), { timeout: 10_000 }).toBe('1');
+    await page.getByLabel('Render preview').getByText('Hello Ben, your offer code is').waitFor();
     await page.getByLabel('Groups (contact tags, comma separated)').fill('console');
+    await expect.poll(() => page.locator('.audience-total').textContent(), { timeout: 10_000 }).toBe('4');
     await page.getByLabel('Field for body.1').selectOption('custom_fields.city');
     await page.getByLabel('Fallback for body.1').fill('friend');
     await page.getByLabel('Kind for body.2').selectOption('static');
     await page.getByLabel('Text for body.2').fill('SPRING');
+    await page.getByRole('status').filter({ hasText: 'Draft saved.' }).waitFor();
     await accessible(page, 'campaign builder');
-    await page.getByRole('button', { name: 'Save draft and preview' }).click();
-    await expect.poll(() => page.locator('.audience-total').textContent(), { timeout: 10_000 }).toBe('4');
     const coverage = page.getByRole('table', { name: 'Field coverage' });
     await coverage.getByRole('row', { name: 'custom_fields.city 3 1' }).waitFor();
     await page.getByLabel('Render preview').getByText(/Hello (friend|Lisbon|Porto|Braga), your offer code is SPRING\./).waitFor();
@@ -194,6 +202,7 @@ describe.skipIf(hasPostgres)('the web console in Chromium (embedded default only
     await page.getByLabel('Sample contact for the render preview').selectOption({ label: 'Ana +447400123401' });
     await page.getByLabel('Render preview').getByText('Hello Lisbon, your offer code is SPRING.').waitFor();
     await accessible(page, 'campaign builder with previews');
+    await page.screenshot({ path: join(SHOTS, 'builder-previews-1280.png'), fullPage: true });
 
     await page.getByRole('button', { name: 'Review pre-flight and send' }).click();
     const dialog = page.getByRole('dialog');
@@ -202,13 +211,17 @@ describe.skipIf(hasPostgres)('the web console in Chromium (embedded default only
     await page.waitForURL(/#\/campaigns\/[0-9a-f-]+$/);
     campaignId = page.url().split('/').pop()!;
     await page.getByText('COMPLETED', { exact: true }).waitFor({ timeout: 30_000 });
-    await expect.poll(async () => page.getByRole('figure', { name: 'Funnel chart' }).locator('.bar-value').allTextContents(), { timeout: 15_000 })
-      .toEqual(['3', expect.any(String), expect.any(String), '1', '0', '0']);
+    // Every stat the API returns: sent, delivered, read, replied, clicked, failed, deferred, skipped.
+    await expect.poll(async () => page.getByRole('figure', { name: 'Funnel chart' }).locator('.bar-row').allTextContents(), { timeout: 15_000 })
+      .toEqual([/^sent3$/, /^delivered\d$/, /^read\d$/, 'replied0', 'clicked0', 'failed1', 'deferred0', 'skipped0'].map((m) => typeof m === 'string' ? m : expect.stringMatching(m)));
+    await page.getByText(/^Of those sent: [\d.]+% delivered, [\d.]+% read, 0% replied, 0% clicked\.$/).waitFor();
     expect(await page.locator('.chart canvas').count()).toBeGreaterThan(0);
     // The sends-per-second chart has points from the polls made while the page watched.
     await expect.poll(() => page.getByRole('img', { name: /^Sends per second:/ }).getAttribute('aria-label'), { timeout: 15_000 }).toMatch(/, [1-9]\d* samples$/);
     await page.getByRole('progressbar', { name: 'Campaign progress' }).and(page.locator('[aria-valuenow="100"]')).waitFor();
     await accessible(page, 'campaign page');
+    await page.getByRole('link', { name: 'Campaigns' }).click();
+    await page.getByRole('row', { name: /Console launch/ }).getByText(/^3 sent · \d delivered · \d read · 0 replied · 0 clicked · 1 failed · 0 deferred · 0 skipped · 0 held · 0 pending$/).waitFor();
     await page.context().close();
   }, 90_000);
 
@@ -258,6 +271,94 @@ describe.skipIf(hasPostgres)('the web console in Chromium (embedded default only
     await page.context().close();
   }, 90_000);
 
+  it('a contact\'s page adds a note and a follow-up and marks it done; the message log shows received messages beside sent ones', async () => {
+    // A user writes to the business through the sandbox (docs/sandbox.md): an inbound message.
+    const inbound = await fetch(`${sandbox}/inbound`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ to_phone_number_id: '100000000000002', from: '+447400123401', text: 'Hello from Ana' }) });
+    expect(inbound.status, await inbound.text()).toBeLessThan(300);
+    const contact = (await api('GET', '/contacts?search=Ana')).body.data[0];
+    const page = await signedInPage();
+    await page.goto(`${base}/console/#/contacts/${contact.id}`);
+    await page.getByRole('heading', { name: /Ana/, level: 1 }).waitFor();
+    await page.getByLabel('New note').fill('Asked for the spring catalogue.');
+    await page.getByRole('button', { name: 'Add note' }).click();
+    await page.locator('.notes').getByText('Asked for the spring catalogue.').waitFor();
+    await page.getByLabel('Follow-up', { exact: true }).fill('Call back');
+    await page.getByLabel('Due (your local time)').fill('2030-05-01T09:00');
+    await page.getByLabel('Follow-up notes').fill('Prefers mornings');
+    await page.getByRole('button', { name: 'Add follow-up' }).click();
+    await page.getByRole('button', { name: 'Mark Call back done' }).click();
+    await page.getByRole('button', { name: 'Reopen Call back' }).waitFor();
+    const [notes, followups] = [(await api('GET', `/contacts/${contact.id}/notes`)).body.data, (await api('GET', `/contacts/${contact.id}/followups`)).body.data];
+    expect(notes.map((n: any) => n.content)).toEqual(['Asked for the spring catalogue.']);
+    expect(followups).toMatchObject([{ title: 'Call back', done: true, notes: 'Prefers mornings', due_at: new Date('2030-05-01T09:00').toISOString() }]);
+    await accessible(page, 'contact page with notes and follow-ups');
+
+    await page.getByRole('link', { name: 'Messages' }).click();
+    await page.getByRole('row', { name: /received .*Hello from Ana/ }).waitFor();
+    await page.getByRole('row', { name: /sent .*console_offer/ }).first().waitFor();
+    await page.getByLabel('Direction').selectOption('inbound');
+    await expect.poll(() => page.locator('tbody tr').allTextContents()).toEqual([expect.stringContaining('Hello from Ana')]);
+    await page.context().close();
+  }, 60_000);
+
+  it('webhooks: the delivery log shows a delivery\'s request body and its response', async () => {
+    const page = await signedInPage();
+    await page.getByRole('link', { name: 'Webhooks' }).click();
+    // Nothing listens on port 9 here: the test event fails, and its delivery is in the log with what it sent.
+    await page.getByLabel('HTTPS URL').fill('https://127.0.0.1:9/hook');
+    await page.getByRole('button', { name: 'Add endpoint' }).click();
+    await page.getByText('Keep the signing secret').waitFor();
+    await page.getByRole('article', { name: 'https://127.0.0.1:9/hook' }).getByRole('button', { name: 'Send test event' }).click();
+    await page.getByText('Test event to https://127.0.0.1:9/hook').waitFor();
+    const row = page.getByRole('row', { name: /webhook\.test/ }).first();
+    await row.getByRole('button', { name: 'Details' }).click();
+    const body = page.getByLabel('Request body');
+    await body.getByText('"type": "webhook.test"').waitFor();
+    await page.getByText('no response').first().waitFor();
+    await accessible(page, 'delivery details');
+    await page.context().close();
+  }, 60_000);
+
+  it('a 429 and a lost connection are retried and said in a banner, never a blank page; a stopped import resumes where it stopped', async () => {
+    const page = await signedInPage();
+    // Only the app's own calls are intercepted, once each: a 429 with Retry-After, then a dropped connection.
+    let limited = 0;
+    await page.route('**/api/v1/public/contacts/search*', async (route) => {
+      limited++;
+      if (limited === 1) await route.fulfill({ status: 429, headers: { 'retry-after': '1', 'content-type': 'application/json' }, body: JSON.stringify({ success: false, error: { code: 'RATE_LIMITED', message: 'Too many requests' } }) });
+      else if (limited === 2) await route.abort('connectionreset');
+      else await route.continue();
+    });
+    await page.getByRole('link', { name: 'Contacts' }).click();
+    await page.getByRole('status').filter({ hasText: 'Rate limited by the API (429); retrying in 1 s' }).waitFor();
+    await page.getByRole('status').filter({ hasText: /Connection lost; retrying in \d s/ }).waitFor();
+    await page.getByRole('link', { name: 'Ben' }).waitFor();
+    expect(await page.locator('.notice').count()).toBe(0);
+    expect(limited).toBe(3);
+    await page.unroute('**/api/v1/public/contacts/search*');
+
+    // An import whose second batch is refused by the server stops there; importing the same file again sends only what is left.
+    const rows = Array.from({ length: 150 }, (_, i) => `P${i},+4474009${String(i).padStart(5, '0')},resume`);
+    const csv = Buffer.from(`first_name,phone,tags\n${rows.join('\n')}\n`);
+    const batches: number[] = [];
+    await page.route('**/api/v1/public/contacts/bulk', async (route) => {
+      const size = (route.request().postDataJSON() as { contacts: unknown[] }).contacts.length;
+      batches.push(size);
+      if (batches.length === 2) await route.fulfill({ status: 503, headers: { 'content-type': 'application/json' }, body: JSON.stringify({ success: false, error: { code: 'SERVICE_UNAVAILABLE', message: 'Try again shortly' } }) });
+      else await route.continue();
+    });
+    await page.getByLabel('CSV file').setInputFiles({ name: 'resume.csv', mimeType: 'text/csv', buffer: csv });
+    await page.getByRole('button', { name: 'Import' }).click();
+    await page.getByRole('alert').filter({ hasText: 'Try again shortly' }).waitFor();
+    await page.getByText('100 of 150 rows sent: 100 created, 0 refused.').waitFor();
+    await page.getByText('Import the same file again to resume where it stopped.').waitFor();
+    await page.getByRole('button', { name: 'Import' }).click();
+    await page.getByText('150 of 150 rows sent: 150 created, 0 refused.').waitFor();
+    expect(batches).toEqual([100, 50, 50]);
+    expect((await api('POST', '/contacts/search?limit=1', { tag: 'resume' })).body.pagination.total_items).toBe(150);
+    await page.context().close();
+  }, 60_000);
+
   it('signs in with an operator one-time link to a read-only key, which sees actions disabled with the missing scope, and sign-out revokes it', async () => {
     const res = await fetch(`${base}/admin/v1/tenants/${tenant}/console-links`, {
       method: 'POST', headers: { authorization: `Bearer ${admin}`, 'content-type': 'application/json' }, body: JSON.stringify({ preset: 'read_only' }),
@@ -293,26 +394,31 @@ describe.skipIf(hasPostgres)('the web console in Chromium (embedded default only
   }, 90_000);
 
   it('every page at 1280 px and 390 px: screenshots for a person, and no serious or critical accessibility violation', async () => {
-    const pages: [string, string][] = [['campaigns', '#/campaigns'], ['campaign', `#/campaigns/${campaignId}`], ['builder', '#/campaigns/new'], ['contacts', '#/contacts'],
-      ['templates', '#/templates'], ['messages', '#/messages'], ['webhooks', '#/webhooks']];
+    const contact = (await api('GET', '/contacts?search=Ana')).body.data[0];
+    const pages: [string, string, string | RegExp][] = [['campaigns', '#/campaigns', 'Campaigns'], ['campaign', `#/campaigns/${campaignId}`, 'Console launch'], ['builder', '#/campaigns/new', 'New campaign'],
+      ['contacts', '#/contacts', 'Contacts'], ['contact', `#/contacts/${contact.id}`, /Ana/], ['templates', '#/templates', 'Templates'], ['messages', '#/messages', 'Messages'], ['webhooks', '#/webhooks', 'Webhooks']];
+    // What shows that a page has its data, before its screenshot.
+    const loaded: Record<string, (page: Page) => Promise<void>> = {
+      campaign: (p) => p.getByRole('figure', { name: 'Funnel chart' }).waitFor(),
+      builder: (p) => p.locator('option', { hasText: 'console_offer' }).waitFor({ state: 'attached' }),
+      contact: (p) => p.locator('.followups li').first().waitFor(),
+      templates: (p) => p.getByRole('article').first().waitFor(),
+      webhooks: (p) => p.getByRole('table').waitFor(),
+    };
     const page = await signedInPage();
     for (const width of [1280, 390]) {
       await page.setViewportSize({ width, height: width === 390 ? 844 : 900 });
-      for (const [name, hash] of pages) {
-        await page.goto(`${base}/console/${hash}`);
-        await page.locator('main h1').waitFor();
-        await page.waitForLoadState('networkidle').catch(() => {});
-        if (name === 'campaign') await page.getByRole('figure', { name: 'Funnel chart' }).waitFor();
+      for (const [name, hash, heading] of pages) {
+        // In-app navigation (no reload), as a person moves between pages.
+        await page.evaluate((h) => { (globalThis as any).location.hash = h; }, hash);
+        await page.getByRole('heading', { name: heading, level: 1 }).waitFor();
+        await (loaded[name] ?? ((p: Page) => p.locator('main table').first().waitFor()))(page);
         await page.screenshot({ path: join(SHOTS, `${name}-${width}.png`), fullPage: true });
         // Nothing wider than the phone: the layout holds at 390 px.
         if (width === 390) expect(await page.evaluate('document.documentElement.scrollWidth') as number, `${name} at 390 px`).toBeLessThanOrEqual(390);
         await accessible(page, `${name} at ${width} px`);
       }
     }
-    const contact = (await api('GET', '/contacts?search=Ana')).body.data[0];
-    await page.goto(`${base}/console/#/contacts/${contact.id}`);
-    await page.getByRole('heading', { name: /Ana/, level: 1 }).waitFor();
-    await accessible(page, 'contact page');
     await page.context().close();
   }, 60_000);
 });

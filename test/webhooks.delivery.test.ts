@@ -529,10 +529,12 @@ describe('webhook delivery (real HTTPS receiver, real worker loop, own database)
     const log = await call(t.app, tenant, 'GET', `/webhooks/${endpoint.id}/deliveries`);
     expect(log.json().data).toHaveLength(1);
     expect(Object.keys(log.json().data[0]).sort()).toEqual([
-      'attempt_number', 'completed_at', 'created_at', 'error_message', 'event_id', 'event_type', 'id', 'next_retry_at', 'request_url',
-      'response_status_code', 'response_time_ms', 'status', 'webhook_endpoint_id',
+      'attempt_number', 'completed_at', 'created_at', 'error_message', 'event_id', 'event_type', 'id', 'next_retry_at', 'request_body', 'request_url',
+      'response_body', 'response_status_code', 'response_time_ms', 'status', 'webhook_endpoint_id',
     ]);
     expect(log.json().data[0]).toMatchObject({ id: delivery.id, webhook_endpoint_id: endpoint.id, event_id: event.id, event_type: 'contact.created', request_url: receiver.url(path), status: 'success', next_retry_at: null });
+    // The delivery log shows what was sent (the signed bytes) and the start of the reply (additive fields).
+    expect(log.json().data[0]).toMatchObject({ request_body: req.body, response_body: `ok ${path}` });
   });
 
   it('sends only subscribed types, and nothing to inactive endpoints', async () => {

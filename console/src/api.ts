@@ -97,6 +97,12 @@ export async function post<T>(path: string, body?: unknown, options?: CallOption
 export async function put<T>(path: string, body?: unknown): Promise<T> {
   return (await call('PUT', path, body)).json() as Promise<T>;
 }
+export async function patch<T>(path: string, body: unknown): Promise<T> {
+  return (await call('PATCH', path, body)).json() as Promise<T>;
+}
+export async function del<T>(path: string): Promise<T> {
+  return (await call('DELETE', path)).json() as Promise<T>;
+}
 
 let onUnauthorised: (e: ApiError) => void = () => {};
 export function whenUnauthorised(fn: (e: ApiError) => void) { onUnauthorised = fn; }

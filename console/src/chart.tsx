@@ -20,7 +20,12 @@ export function LineChart({ xs, ys, label }: { xs: number[]; ys: number[]; label
     return () => { removeEventListener('resize', resize); plot.current?.destroy(); plot.current = null; };
   }, []);
   useEffect(() => { plot.current?.setData([xs, ys]); }, [xs, ys]);
-  return <div ref={box} class="chart" role="img" aria-label={`${label}: ${ys.length ? ys[ys.length - 1].toFixed(1) : 0} now, ${ys.length} samples`} />;
+  return (
+    <>
+      <div ref={box} class="chart" role="img" aria-label={`${label}: ${ys.length ? ys[ys.length - 1].toFixed(1) : 0} now, ${ys.length} samples`} />
+      {ys.length === 0 && <p class="small muted">The chart fills while this page watches the campaign send.</p>}
+    </>
+  );
 }
 
 /** Horizontal bars, one per step of a funnel. */

@@ -163,11 +163,13 @@ export const PUBLIC_OPERATIONS: Record<string, OperationDoc> = {
     description: 'With its audiences and a preflight (audience size against the messaging tier, estimated duration).',
   },
   'PATCH /campaigns/{id}': {
-    operationId: 'updateCampaign', summary: "Change a campaign's send window", tag: 'Campaigns', notFound: 'Campaign not found',
+    operationId: 'updateCampaign', summary: "Change a campaign's send window, or a draft's mapping", tag: 'Campaigns', notFound: 'Campaign not found',
     conflict: 'The campaign changed status concurrently; re-read it and retry',
     description: 'Sets (or, with null, removes) `send_window`: recipients are sent only between `start` and `end` (HH:MM, an end before the start spans midnight) of their local time, '
       + 'on `days` if given, in `time_zone` (`recipient`, the default: the contact\'s `time_zone`, else its phone number\'s region\'s; or one IANA zone). '
-      + 'Only in DRAFT, SCHEDULED or PAUSED; the pending recipients of a paused campaign wait under the new window. Emits campaign.updated before the campaign has started.',
+      + 'Only in DRAFT, SCHEDULED or PAUSED; the pending recipients of a paused campaign wait under the new window. '
+      + 'In DRAFT also `name`, `variable_mapping` (normalised and checked against the template as on create) and `batch_size`, so a builder can save as the person edits and the previews follow. '
+      + 'Only the fields sent change. Emits campaign.updated before the campaign has started.',
     example: { send_window: { start: '09:00', end: '20:00', days: ['mon', 'tue', 'wed', 'thu', 'fri'], time_zone: 'recipient' } },
   },
   'PUT /campaigns/{id}/audience': {

@@ -2,7 +2,9 @@ import { useEffect, useRef, useState } from 'preact/hooks';
 import { call, download, get, post, qs, type S } from '../api.ts';
 import { BarChart, LineChart } from '../chart.tsx';
 import { Act, Confirm, ErrorBox, Field, Pager, Progress, Status, useLoad, when } from '../ui.tsx';
-import { Funnel, processed } from './campaigns.tsx';
+import { Funnel, processed, statSteps } from './campaigns.tsx';
+
+const rate = (r: number | null) => (r === null ? '—' : `${Math.round(r * 1000) / 10}%`);
 
 type Detail = S['CampaignDetail'];
 type Action = 'send' | 'schedule' | 'pause' | 'resume' | 'stop';
@@ -69,7 +71,8 @@ export function CampaignPage({ id }: { id: string }) {
         </section>
         <section aria-labelledby="funnel-h">
           <h2 id="funnel-h">Funnel</h2>
-          <BarChart label="Funnel chart" bars={[['sent', c.stats.sent], ['delivered', c.stats.delivered], ['read', c.stats.read], ['failed', c.stats.failed], ['deferred', c.stats.deferred], ['skipped', c.stats.skipped]]} />
+          <BarChart label="Funnel chart" bars={statSteps(c.stats).filter(([k]) => k !== 'pending' && k !== 'held')} />
+          <p class="small">Of those sent: {rate(c.funnel.delivered_rate)} delivered, {rate(c.funnel.read_rate)} read, {rate(c.funnel.replied_rate)} replied, {rate(c.funnel.clicked_rate)} clicked.</p>
         </section>
       </div>
       <Preflight p={c.preflight} cost={c.cost} />

@@ -1,5 +1,5 @@
 import { useState } from 'preact/hooks';
-import { download, get, post, qs, type S } from '../api.ts';
+import { del, download, get, patch, post, qs, type S } from '../api.ts';
 import { Act, ErrorBox, Field, Pager, Progress, useLoad, when, parseCsv, toCsv } from '../ui.tsx';
 
 const COLUMNS = ['first_name', 'last_name', 'phone', 'email', 'company', 'job_title', 'status', 'source'];
@@ -110,8 +110,6 @@ function Import({ onDone }: { onDone: () => void }) {
 export function ContactPage({ id }: { id: string }) {
   const contact = useLoad(() => get<S['Contact']>(`/contacts/${id}`), [id]);
   const comms = useLoad(() => get<S['CommunicationPage']>(`/contacts/${id}/communications?limit=50`), [id]);
-  const notes = useLoad(() => get<S['NotePage']>(`/contacts/${id}/notes?limit=50`), [id]);
-  const followups = useLoad(() => get<S['FollowupPage']>(`/contacts/${id}/followups?limit=50`), [id]);
   const c = contact.data;
   return (
     <>
@@ -128,14 +126,65 @@ export function ContactPage({ id }: { id: string }) {
       <ErrorBox error={comms.error} />
       <ul>{comms.data?.data.map((m) => <li><span class="muted">{when(m.created_at)} · {m.direction} · {m.channel}:</span> {m.summary ?? m.message_id ?? ''}</li>)}</ul>
       {comms.data?.data.length === 0 && <p class="muted">None.</p>}
-      <h2>Notes</h2>
-      <ErrorBox error={notes.error} />
-      <ul>{notes.data?.data.map((n) => <li><span class="muted">{when(n.created_at)}:</span> {n.content}</li>)}</ul>
-      {notes.data?.data.length === 0 && <p class="muted">None.</p>}
-      <h2>Follow-ups</h2>
-      <ErrorBox error={followups.error} />
-      <ul>{followups.data?.data.map((f) => <li>{f.done ? '✔ ' : ''}{f.title} <span class="muted">due {when(f.due_at)}</span>{f.notes ? ` — ${f.notes}` : ''}</li>)}</ul>
-      {followups.data?.data.length === 0 && <p class="muted">None.</p>}
+      <Notes id={id} />
+      <Followups id={id} />
     </>
+  );
+}
+
+function Notes({ id }: { id: string }) {
+  const notes = useLoad(() => get<S['NotePage']>(`/contacts/${id}/notes?limit=50`), [id]);
+  const [content, setContent] = useState('');
+  const [error, setError] = useState<unknown>(null);
+  return (
+    <section aria-labelledby="notes-h">
+      <h2 id="notes-h">Notes</h2>
+      <ErrorBox error={notes.error} />
+      <ul class="notes">{notes.data?.data.map((n) => <li><span class="muted">{when(n.created_at)}:</span> {n.content}</li>)}</ul>
+      {notes.data?.data.length === 0 && <p class="muted">None.</p>}
+      <form class="row" onSubmit={(e) => e.preventDefault()}>
+        <Field label="New note"><textarea rows={2} value={content} onInput={(e) => setContent((e.target as HTMLTextAreaElement).value)} /></Field>
+        <Act scope="contacts:write" disabled={!content.trim()} onClick={async () => {
+          setError(null);
+          try { await post(`/contacts/${id}/notes`, { content: content.trim() }); setContent(''); await notes.reload(); } catch (e) { setError(e); }
+        }}>Add note</Act>
+      </form>
+      <ErrorBox error={error} />
+    </section>
+  );
+}
+
+function Followups({ id }: { id: string }) {
+  const followups = useLoad(() => get<S['FollowupPage']>(`/contacts/${id}/followups?limit=50`), [id]);
+  const [form, setForm] = useState({ title: '', due: '', notes: '' });
+  const [error, setError] = useState<unknown>(null);
+  const run = async (work: () => Promise<unknown>) => {
+    setError(null);
+    try { await work(); await followups.reload(); } catch (e) { setError(e); }
+  };
+  const input = (k: keyof typeof form) => (e: Event) => setForm({ ...form, [k]: (e.target as HTMLInputElement).value });
+  return (
+    <section aria-labelledby="fu-h">
+      <h2 id="fu-h">Follow-ups</h2>
+      <ErrorBox error={followups.error} />
+      <ul class="followups">{followups.data?.data.map((f) => (
+        <li class="row">
+          <span>{f.done ? '✔ ' : ''}<strong>{f.title}</strong> <span class="muted">due {when(f.due_at)}</span>{f.notes ? ` — ${f.notes}` : ''}</span>
+          <Act scope="contacts:write" onClick={() => run(() => patch(`/contacts/${id}/followups/${f.id}`, { done: !f.done }))}>{f.done ? `Reopen ${f.title}` : `Mark ${f.title} done`}</Act>
+          <Act scope="contacts:write" onClick={() => run(() => del(`/contacts/${id}/followups/${f.id}`))}>{`Delete ${f.title}`}</Act>
+        </li>
+      ))}</ul>
+      {followups.data?.data.length === 0 && <p class="muted">None.</p>}
+      <form class="row filters" onSubmit={(e) => e.preventDefault()}>
+        <Field label="Follow-up"><input value={form.title} onInput={input('title')} /></Field>
+        <Field label="Due (your local time)"><input type="datetime-local" value={form.due} onInput={input('due')} /></Field>
+        <Field label="Follow-up notes"><input value={form.notes} onInput={input('notes')} /></Field>
+        <Act scope="contacts:write" disabled={!form.title.trim() || !form.due} onClick={() => run(async () => {
+          await post(`/contacts/${id}/followups`, { title: form.title.trim(), due_at: new Date(form.due).toISOString(), ...(form.notes.trim() ? { notes: form.notes.trim() } : {}) });
+          setForm({ title: '', due: '', notes: '' });
+        })}>Add follow-up</Act>
+      </form>
+      <ErrorBox error={error} />
+    </section>
   );
 }

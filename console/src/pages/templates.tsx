@@ -3,18 +3,32 @@ import { get, post, qs, type S } from '../api.ts';
 import { Act, ErrorBox, Field, Pager, Status, useLoad, when } from '../ui.tsx';
 import { TemplateBubble, variables } from './templates-render.tsx';
 
+const MADE = 'console.templates';
+const STATUSES = ['', 'draft', 'pending', 'approved', 'rejected', 'disabled'];
+
+/**
+ * The API lists approved templates only (spec 4.2), so the drafts made in this tab are kept for the
+ * tab (sessionStorage) and shown beside them until the list has them.
+ */
 export function TemplatesPage() {
   const [page, setPage] = useState(1);
+  const [status, setStatus] = useState('');
   const { data, error, reload } = useLoad(() => get<S['TemplatePage']>(`/templates${qs({ page, limit: 20 })}`), [page]);
-  const [made, setMade] = useState<S['Template'][]>([]);
+  const [made, setMadeState] = useState<S['Template'][]>(() => JSON.parse(sessionStorage.getItem(MADE) ?? '[]'));
+  const setMade = (update: (m: S['Template'][]) => S['Template'][]) => setMadeState((m) => { const next = update(m); sessionStorage.setItem(MADE, JSON.stringify(next)); return next; });
+  const shown = [...made.filter((m) => !data?.data.some((t) => t.id === m.id)), ...(data?.data ?? [])].filter((t) => !status || t.status === status);
   return (
     <>
       <h1 tabIndex={-1}>Templates</h1>
       <ErrorBox error={error} />
-      <p class="small muted">The API lists approved templates; drafts made here are shown below until they are approved.</p>
+      <p class="small muted">The API lists approved templates; drafts made in this tab are shown here until they are approved.</p>
+      <Field label="Status">
+        <select value={status} onChange={(e) => setStatus((e.target as HTMLSelectElement).value)}>{STATUSES.map((s) => <option value={s}>{s || 'all'}</option>)}</select>
+      </Field>
       <div class="cards">
-        {[...made.filter((m) => !data?.data.some((t) => t.id === m.id)), ...(data?.data ?? [])].map((t) => <TemplateCard template={t} onChange={(nt) => { setMade((m) => m.map((x) => (x.id === nt.id ? nt : x))); void reload(); }} />)}
+        {shown.map((t) => <TemplateCard template={t} onChange={(nt) => { setMade((m) => m.map((x) => (x.id === nt.id ? nt : x))); void reload(); }} />)}
       </div>
+      {shown.length === 0 && data && <p class="muted">No templates{status ? ` in status ${status}` : ''}.</p>}
       {data && <Pager pagination={data.pagination} onPage={setPage} />}
       <CreateTemplate onCreated={(t) => setMade((m) => [t, ...m])} />
     </>

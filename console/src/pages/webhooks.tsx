@@ -4,6 +4,9 @@ import { Act, ErrorBox, Field, Pager, Status, useLoad, when } from '../ui.tsx';
 
 const STATUSES = ['', 'pending', 'success', 'failed', 'retrying', 'abandoned'];
 
+/** A JSON body indented for reading; other text as it is. */
+const pretty = (text: string) => { try { return JSON.stringify(JSON.parse(text), null, 2); } catch { return text; } };
+
 export function WebhooksPage() {
   const endpoints = useLoad(() => get<S['WebhookEndpointList']>('/webhooks'), []);
   const metrics = useLoad(() => get<S['DeliveryMetrics']>('/webhooks/deliveries/metrics'), []);
@@ -55,17 +58,22 @@ export function WebhooksPage() {
               <>
                 <tr>
                   <td>{d.event_type}</td><td><Status value={d.status} /></td><td>{d.attempt_number}</td>
-                  <td>{d.response_status_code ?? '—'}{d.response_time_ms !== null ? ` in ${d.response_time_ms} ms` : ''}</td><td class="small">{when(d.created_at)}</td>
-                  <td class="row">
+                  <td>{d.response_status_code === null ? 'none' : `HTTP ${d.response_status_code}`}{d.response_time_ms !== null ? ` after ${d.response_time_ms} ms` : ''}</td><td class="small">{when(d.created_at)}</td>
+                  <td><div class="row">
                     <button type="button" aria-expanded={open === d.id} onClick={() => setOpen(open === d.id ? null : d.id)}>Details</button>
-                    <Act scope="webhooks:write" onClick={() => act('Delivery retried', () => post(`/webhooks/deliveries/${d.id}/retry`))}>Retry</Act>
-                  </td>
+                    {/* The API never retries a test event (send a new one instead). */}
+                    {d.event_type === 'webhook.test'
+                      ? <span class="small muted">test: not retried</span>
+                      : <Act scope="webhooks:write" onClick={() => act('Delivery retried', () => post(`/webhooks/deliveries/${d.id}/retry`))}>Retry</Act>}
+                  </div></td>
                 </tr>
                 {open === d.id && (
                   <tr><td colSpan={6}>
                     <dl class="facts">
-                      <dt>Request</dt><dd>POST <code class="wrap">{d.request_url}</code>, event {d.event_id} ({d.event_type})</dd>
-                      <dt>Response</dt><dd>{d.response_status_code === null ? 'no response' : `HTTP ${d.response_status_code}`}{d.response_time_ms !== null ? ` after ${d.response_time_ms} ms` : ''}</dd>
+                      <dt>Request</dt><dd>POST <code class="wrap">{d.request_url}</code>, event {d.event_id} ({d.event_type})
+                        {d.request_body !== null && <pre class="body" aria-label="Request body">{pretty(d.request_body)}</pre>}</dd>
+                      <dt>Response</dt><dd>{d.response_status_code === null ? 'no response' : `HTTP ${d.response_status_code}`}{d.response_time_ms !== null ? ` after ${d.response_time_ms} ms` : ''}
+                        {d.response_body !== null && <pre class="body" aria-label="Response body">{d.response_body}</pre>}</dd>
                       <dt>Error</dt><dd>{d.error_message ?? '—'}</dd>
                       <dt>Next retry</dt><dd>{when(d.next_retry_at)}</dd><dt>Completed</dt><dd>{when(d.completed_at)}</dd>
                     </dl>

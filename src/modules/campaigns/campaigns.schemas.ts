@@ -153,8 +153,17 @@ export const CampaignCreate = Type.Object({
 });
 export type CampaignCreate = Static<typeof CampaignCreate>;
 
-/** PATCH /campaigns/{id} (additive): what may change while the campaign is DRAFT, SCHEDULED or PAUSED. */
-export const CampaignPatch = Type.Object({ send_window: Nullable(SendWindow) });
+/**
+ * PATCH /campaigns/{id} (additive): the send window while the campaign is DRAFT, SCHEDULED or PAUSED;
+ * the name, variable mapping and batch size while it is DRAFT (a builder saving as the person edits).
+ */
+export const CampaignPatch = Type.Object({
+  send_window: Type.Optional(Nullable(SendWindow)),
+  name: Type.Optional(Type.String({ minLength: 1, maxLength: 120 })),
+  // Normalised and checked against the campaign's template by the service, as on create.
+  variable_mapping: Type.Optional(Type.Unknown()),
+  batch_size: Type.Optional(Type.Integer({ minimum: 1, maximum: 1000 })),
+}, { minProperties: 1 });
 export type CampaignPatch = Static<typeof CampaignPatch>;
 
 export const ScheduleBody = Type.Object({ scheduled_at: Type.String({ format: 'date-time' }) });

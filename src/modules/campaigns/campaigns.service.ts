@@ -337,26 +337,54 @@ export class CampaignsService {
   }
 
   /**
-   * Changes a campaign's send window while it is DRAFT, SCHEDULED or PAUSED. Recipients already
-   * materialised (a paused or retargeted campaign) that are pending get their zone and wait again
-   * under the new window (no window: they may go at once), in the same transaction.
+   * Changes a campaign's send window while it is DRAFT, SCHEDULED or PAUSED, and its name, variable
+   * mapping and batch size while it is DRAFT. Recipients already materialised (a paused or retargeted
+   * campaign) that are pending get their zone and wait again under a new window (no window: they may
+   * go at once), in the same transaction.
    */
   async update(tenantId: string, id: string, patch: CampaignPatch): Promise<CampaignDetail> {
-    const sendWindow = await normaliseSendWindow(this.db, patch.send_window, ['body', 'send_window']);
+    const windowed = patch.send_window !== undefined;
+    const sendWindow = windowed ? await normaliseSendWindow(this.db, patch.send_window, ['body', 'send_window']) : null;
     const card = await this.rateCards.current();
+    // Checked before the transaction (the check reads through this.db); the update below applies only to a draft still.
+    const drafting = patch.name !== undefined || patch.variable_mapping !== undefined || patch.batch_size !== undefined;
+    let mapping: VariableMapping | null | undefined;
+    if (drafting) {
+      const draft = await this.mustFind(this.db, tenantId, id);
+      if (draft.status !== 'DRAFT') {
+        throw validationError(`name, variable_mapping and batch_size can be changed only in DRAFT; this campaign is ${draft.status}`, ['path', 'id'], draft.status, 'invalid_transition');
+      }
+      if (patch.variable_mapping !== undefined) mapping = await this.remapped(tenantId, draft, patch.variable_mapping);
+    }
     return this.db.transaction().execute(async (tx) => {
       const current = await this.mustFind(tx, tenantId, id);
       if (!EDITABLE.includes(current.status as never)) {
         throw validationError(`A campaign can be changed only in DRAFT, SCHEDULED or PAUSED; this one is ${current.status}`, ['path', 'id'], current.status, 'invalid_transition');
       }
       await foldCounterMoves(tx, [id]);
-      const updated = await tx.updateTable('campaigns').set({ send_window: sendWindow ? JSON.stringify(sendWindow) : null, updated_at: new Date() })
-        .where('tenant_id', '=', tenantId).where('id', '=', id).where('status', 'in', [...EDITABLE]).returningAll().executeTakeFirst();
+      const updated = await tx.updateTable('campaigns').set({
+        ...(windowed ? { send_window: sendWindow ? JSON.stringify(sendWindow) : null } : {}),
+        ...(mapping !== undefined ? { variable_mapping: mapping === null ? null : JSON.stringify(mapping) } : {}),
+        ...(patch.batch_size !== undefined ? { batch_size: patch.batch_size } : {}),
+        ...(patch.name !== undefined ? { name: patch.name } : {}),
+        updated_at: new Date(),
+      }).where('tenant_id', '=', tenantId).where('id', '=', id).where('status', 'in', drafting ? ['DRAFT'] : [...EDITABLE]).returningAll().executeTakeFirst();
       if (!updated) throw new AppError('CONFLICT', 'The campaign changed status concurrently; re-read it and retry');
-      if (updated.materialised_at) await this.rewaitRecipients(tx, updated, sendWindow);
+      if (updated.materialised_at) { if (windowed) await this.rewaitRecipients(tx, updated, sendWindow); }
       else await recordEvents(tx, tenantId, [{ type: 'campaign.updated', data: campaignEventData(updated) }]);
       return this.detail(updated, tx, card);
     });
+  }
+
+  /** A new mapping for a draft, checked against its template; a campaign tracking clicks keeps tracking them. */
+  private async remapped(tenantId: string, current: CampaignRow, raw: unknown): Promise<VariableMapping | null> {
+    const template = await this.db.selectFrom('templates').select('components').where('tenant_id', '=', tenantId).where('id', '=', current.template_id).executeTakeFirst();
+    const components = (template?.components ?? []) as unknown[];
+    const mapping = await this.checkedMapping(tenantId, components, raw);
+    if (trackedComponent((current.variable_mapping ?? null) as VariableMapping | null) === undefined) return mapping;
+    const tracked = markTrackedButton(mapping, components, this.publicBaseUrl);
+    if (tracked.issues.length > 0) throw new AppError('VALIDATION_ERROR', tracked.issues[0].msg, { details: tracked.issues });
+    return tracked.mapping;
   }
 
   /** A materialised campaign's pending recipients under its new window: their zone and next opening. */

@@ -72,7 +72,9 @@ export const webhooksRepository = {
     let query = db.selectFrom('webhook_deliveries').where('tenant_id', '=', tenantId);
     if (filter.endpointId) query = query.where('endpoint_id', '=', filter.endpointId);
     if (filter.status) query = query.where('status', '=', filter.status);
-    return pageWithTotal(query, (q) => q.selectAll().orderBy('created_at', 'desc').orderBy('id', 'desc').limit(limit).offset(offset));
+    return pageWithTotal(query, (q) => q.selectAll()
+      .select(sql<string | null>`convert_from((SELECT p.payload FROM webhook_payloads p WHERE p.event_id = webhook_deliveries.event_id AND p.tenant_id = webhook_deliveries.tenant_id), 'UTF8')`.as('request_body'))
+      .orderBy('created_at', 'desc').orderBy('id', 'desc').limit(limit).offset(offset));
   },
 
   async findDelivery(db: Queryable, tenantId: string, id: string): Promise<DeliveryRow | undefined> {

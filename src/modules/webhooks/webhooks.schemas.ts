@@ -62,6 +62,9 @@ export const Delivery = Type.Object({
   next_retry_at: Nullable(Type.String()),
   created_at: Type.String(),
   completed_at: Nullable(Type.String()),
+  // Additive (spec 9.2): what was sent and what came back, for the delivery log.
+  request_body: Nullable(Type.String({ description: 'the signed event envelope as sent (JSON text): the same bytes for every attempt and replay' })),
+  response_body: Nullable(Type.String({ description: 'first 500 characters of the endpoint\'s last reply; null before an attempt or without a reply' })),
 });
 export type Delivery = Static<typeof Delivery>;
 export const DeliveryPage = PageOf(Delivery);

@@ -27,7 +27,7 @@ export function toEndpoint(row: EndpointRow): Endpoint {
   };
 }
 
-export function toDelivery(row: DeliveryRow): Delivery {
+export function toDelivery(row: DeliveryRow & { request_body: string | null }): Delivery {
   return {
     id: row.id,
     webhook_endpoint_id: row.endpoint_id,
@@ -43,6 +43,8 @@ export function toDelivery(row: DeliveryRow): Delivery {
     next_retry_at: row.status === 'retrying' ? isoOrNull(row.next_attempt_at) : null,
     created_at: row.created_at.toISOString(),
     completed_at: isoOrNull(row.completed_at),
+    request_body: row.request_body,
+    response_body: row.response_body,
   };
 }
 

@@ -464,8 +464,8 @@ export interface paths {
         options?: never;
         head?: never;
         /**
-         * Change a campaign's send window
-         * @description Sets (or, with null, removes) `send_window`: recipients are sent only between `start` and `end` (HH:MM, an end before the start spans midnight) of their local time, on `days` if given, in `time_zone` (`recipient`, the default: the contact's `time_zone`, else its phone number's region's; or one IANA zone). Only in DRAFT, SCHEDULED or PAUSED; the pending recipients of a paused campaign wait under the new window. Emits campaign.updated before the campaign has started.
+         * Change a campaign's send window, or a draft's mapping
+         * @description Sets (or, with null, removes) `send_window`: recipients are sent only between `start` and `end` (HH:MM, an end before the start spans midnight) of their local time, on `days` if given, in `time_zone` (`recipient`, the default: the contact's `time_zone`, else its phone number's region's; or one IANA zone). Only in DRAFT, SCHEDULED or PAUSED; the pending recipients of a paused campaign wait under the new window. In DRAFT also `name`, `variable_mapping` (normalised and checked against the template as on create) and `batch_size`, so a builder can save as the person edits and the previews follow. Only the fields sent change. Emits campaign.updated before the campaign has started.
          *
          *     Scope: campaigns:write.
          */
@@ -2270,6 +2270,8 @@ export interface components {
             next_retry_at: null | string;
             created_at: string;
             completed_at: null | string;
+            request_body: null | string;
+            response_body: null | string;
         };
         DeliveryPage: {
             data: components["schemas"]["Delivery"][];
@@ -7519,7 +7521,7 @@ export interface operations {
                  *     }
                  */
                 "application/json": {
-                    send_window: null | {
+                    send_window?: null | {
                         /** @description local time the window opens, HH:MM (24 h) */
                         start: string;
                         /** @description local time it closes, HH:MM; before start: the window spans midnight (it closes the next day) */
@@ -7528,6 +7530,9 @@ export interface operations {
                         /** @description `recipient` (default): each recipient's zone; or one IANA zone for everyone */
                         time_zone?: string;
                     };
+                    name?: string;
+                    variable_mapping?: unknown;
+                    batch_size?: number;
                 };
             };
         };
