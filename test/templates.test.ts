@@ -294,6 +294,25 @@ describe('templates', () => {
     const after = await t.deps.db.selectFrom('templates').select('status').where('id', '=', template.id).executeTakeFirstOrThrow();
     expect(after.status).toBe('disabled');
   });
+
+  it('a review callback that arrives before its submission has committed answers 503, so the upstream sends it again; then it applies', async () => {
+    const tenant = await createConnectedTenant(t.app);
+    const name = uniqueTemplateName();
+    const draft = (await call(t.app, tenant, 'POST', '/templates', { template_name: name, language: 'en', category: 'UTILITY', components: BODY_TWO_VARS })).json();
+    const review = (id: string) => ({ object: 'whatsapp_business_account', entry: [{ id: tenant.wabaId, time: 1, changes: [{ field: 'message_template_status_update', value: {
+      event: 'APPROVED', message_template_id: id, message_template_name: name, message_template_language: 'en', reason: 'NONE' } }] }] });
+    // The draft is still a draft: its submission has not recorded the upstream id yet.
+    const early = await postCallback(t.app, review('998877'));
+    expect(early.statusCode).toBe(503);
+    expect((await t.deps.db.selectFrom('templates').select('status').where('id', '=', draft.id).executeTakeFirstOrThrow()).status).toBe('draft');
+    // A template of another name is not held back: nothing of this tenant's waits for it.
+    expect((await postCallback(t.app, { ...review('998878'), entry: [{ ...review('998878').entry[0], changes: [{ field: 'message_template_status_update', value: {
+      event: 'APPROVED', message_template_id: '998878', message_template_name: `${name}_other`, message_template_language: 'en', reason: 'NONE' } }] }] })).statusCode).toBe(200);
+    expect((await call(t.app, tenant, 'POST', `/templates/${draft.id}/submit`)).statusCode).toBe(200);
+    const row = await t.deps.db.selectFrom('templates').select(['upstream_id']).where('id', '=', draft.id).executeTakeFirstOrThrow();
+    expect((await postCallback(t.app, review(row.upstream_id!))).statusCode).toBe(200);
+    expect((await call(t.app, tenant, 'GET', `/templates/${draft.id}`)).statusCode).toBe(200);
+  });
 });
 
 describe('templates: request shapes', () => {

@@ -81,6 +81,20 @@ export const templatesRepository = {
   },
 
   /**
+   * Whether an upstream status names a template these tenants are still submitting: a draft of that
+   * name and language, and no template with its upstream id yet. The upstream forbids two templates
+   * of one name and language in a WABA, so that draft is the one being submitted.
+   */
+  async isBeingSubmitted(db: Queryable, tenantIds: string[], match: { upstreamId: string | null; name: string | null; language: string | null }): Promise<boolean> {
+    if (tenantIds.length === 0 || !match.name || !match.language) return false;
+    const draft = await db.selectFrom('templates').select('id').where('tenant_id', 'in', tenantIds).where('status', '=', 'draft')
+      .where('template_name', '=', match.name).where('language', '=', match.language).executeTakeFirst();
+    if (!draft || !match.upstreamId) return Boolean(draft);
+    const known = await db.selectFrom('templates').select('id').where('tenant_id', 'in', tenantIds).where('upstream_id', '=', match.upstreamId).executeTakeFirst();
+    return !known;
+  },
+
+  /**
    * Claims pending and paused templates (a lost UNPAUSE callback must not keep campaigns paused) whose last poll is older than `intervalMs` (SKIP LOCKED, so several
    * workers never poll the same template), stamping last_polled_at in the same statement.
    */

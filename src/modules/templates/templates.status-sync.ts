@@ -1,5 +1,6 @@
 import type { Logger } from 'pino';
 import type { Db } from '../../db/database.ts';
+import { AppError } from '../../http/errors.ts';
 import type { UpstreamClient } from '../../upstream/types.ts';
 import { findActiveAccount, findTenantsByWabaId, toUpstreamAccount } from '../business-accounts/business-accounts.repository.ts';
 import { applyTemplateStatus } from '../campaigns/upstream-stops.ts';
@@ -40,11 +41,17 @@ export class TemplateStatusSync {
     const status = mapUpstreamTemplateStatus(String(update.event ?? ''));
     if (!status) return 0;
     const tenantIds = await findTenantsByWabaId(this.db, wabaId);
-    return this.apply(tenantIds, {
+    const match = {
       upstreamId: update.message_template_id !== undefined ? String(update.message_template_id) : null,
       name: update.message_template_name ?? null,
       language: update.message_template_language ?? null,
-    }, status, update.reason && update.reason !== 'NONE' ? update.reason : null);
+    };
+    const changed = await this.apply(tenantIds, match, status, update.reason && update.reason !== 'NONE' ? update.reason : null);
+    // A review faster than the submission's own commit: the upstream sends the callback again later.
+    if (changed === 0 && await repo.isBeingSubmitted(this.db, tenantIds, match)) {
+      throw new AppError('INTERNAL_ERROR', 'A template named by this callback is still being submitted; send it again', {}, 503);
+    }
+    return changed;
   }
 
   /** A template's new status and what it does to the campaigns sending it, in one transaction. */
