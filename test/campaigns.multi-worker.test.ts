@@ -101,4 +101,37 @@ describeOnPostgresServer('several worker processes on one database')('worker pro
     expect(perPhone.size).toBe(recipients);
     expect(final.stats).toMatchObject({ total: recipients, sent: recipients, failed: 0, pending: 0 });
   });
+
+  it('an owner stopped and cut off from the database while another takes its number over sends nothing it was not left when it runs again: each recipient once', { timeout: 180_000 }, async () => {
+    const recipients = 30 * RATE;
+    drill = await startWorkerProcesses('msvc_multi_fence', { UPSTREAM_TIMEOUT_MS: '2000', PACING_HORIZON_MS: '4000', CAMPAIGN_LEASE_MS: '10000', SEND_RECONCILE_MS: '3000' });
+    const owner = drill.startWorker();
+    await waitForProcesses(2);
+    const campaign = await drill.startCampaign(recipients, RATE, 10);
+    await waitForSends(RATE);
+    drill.startWorker();
+    await waitForProcesses(3);
+    const numberLock = async () => (await drill!.query<{ pid: number }>(`SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND granted AND classid = ${0x4e554d42} AND objsubid = 2`))[0]?.pid;
+    const ownerBackend = await numberLock();
+    // Stopped with claims slotted seconds ahead; the server drops its session (as a failover or a
+    // network fault would) while it cannot notice.
+    for (let i = 0; i < 1000; i++) {
+      const [{ ahead }] = await drill.query<{ ahead: number }>(`SELECT count(*)::int AS ahead FROM campaign_recipients WHERE status = 'sending' AND send_at > now() + interval '2800 milliseconds'`);
+      if (ahead >= 10) break;
+    }
+    owner.child.kill('SIGSTOP');
+    await drill.query('SELECT pg_terminate_backend($1)', [ownerBackend]);
+    for (let i = 0; (await numberLock()) === undefined || (await numberLock()) === ownerBackend; i++) {
+      if (i > 400) throw new Error('nobody took the number over');
+      await sleep(50);
+    }
+    await sleep(1000);
+    owner.child.kill('SIGCONT');
+
+    const final = await drill.completed(campaign.id, 150_000);
+    const perPhone = sendsPerPhone(await drill.sends());
+    expect([...perPhone].filter(([, n]) => n > 1)).toEqual([]);
+    expect(perPhone.size).toBe(recipients);
+    expect(final.stats).toMatchObject({ total: recipients, sent: recipients, failed: 0, pending: 0 });
+  });
 });

@@ -1,6 +1,6 @@
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { campaignQueue, type RunningCampaign } from '../src/modules/campaigns/campaigns.queue.ts';
+import { FIRST_ID, campaignQueue, type RunningCampaign } from '../src/modules/campaigns/campaigns.queue.ts';
 import { call, eventually, itOnPostgresServer, type TestTenant } from './helpers/app.ts';
 import { CAMPAIGN_ENV, createContacts, someContacts, uniqueTag } from './helpers/campaigns.ts';
 import { stopLeftovers } from './helpers/campaigns-api.ts';
@@ -130,12 +130,50 @@ describe('campaign recipient queue', () => {
     const { tenant, ids: [id] } = await campaignsOf(2);
     const [first, later] = await claimAndRecord(tenant, id);
     await t.deps.db.updateTable('campaign_recipients').set({ attempts: 2 }).where('id', '=', later.id).execute();
-    const moves = await t.deps.db.transaction().execute((tx) => campaignQueue.recordOutcomes(tx, { accepted: [], failed: [], retry: [], unknown: [], unsent: [{ id: first.id, claimedBy: null }, { id: later.id, claimedBy: null }] }));
+    const moves = await t.deps.db.transaction().execute((tx) => campaignQueue.recordOutcomes(tx, { accepted: [], failed: [], retry: [], unknown: [], unsent: [{ id: first.id, claimedBy: null, attempts: 1 }, { id: later.id, claimedBy: null, attempts: 2 }] }));
     expect(moves).toEqual([]);
     expect(await message(first.id)).toBeUndefined();
     expect(await message(later.id)).toBeDefined();
     expect(await recipient(first.id)).toMatchObject({ status: 'pending', attempts: 0, lease_until: null });
     expect(await recipient(later.id)).toMatchObject({ status: 'pending', attempts: 1, lease_until: null });
+  });
+
+  it('recordOutcomes puts an unsent claim back only while it is still that claim: not another claimant\'s, not the same recipient claimed again', async () => {
+    const { tenant, ids: [id] } = await campaignsOf(3);
+    const mine = '00000000-0000-4000-8000-00000000000a';
+    const theirs = '00000000-0000-4000-8000-00000000000b';
+    const claimed = (await campaignQueue.claim(t.deps.db, id, 10, 60_000, FIRST_ID, false, { by: mine, startAt: Date.now(), intervalMs: 100 })).sort((a, b) => a.id.localeCompare(b.id));
+    await campaignQueue.recordAttempts(t.deps.db, tenant.id, await campaignRow(tenant, id), claimed.map((r) => ({ id: r.id, contactId: r.contact_id, to: r.phone, components: [] })));
+    const [stays, claimedAgain, goes] = claimed;
+    // One was taken over and claimed by another process since; one was claimed again by this one.
+    await t.deps.db.updateTable('campaign_recipients').set({ claimed_by: theirs }).where('id', '=', stays.id).execute();
+    await t.deps.db.updateTable('campaign_recipients').set({ attempts: 2 }).where('id', '=', claimedAgain.id).execute();
+    await t.deps.db.transaction().execute((tx) => campaignQueue.recordOutcomes(tx, { unsent: claimed.map((r) => ({ id: r.id, claimedBy: mine, attempts: r.attempts })) }));
+    expect(await recipient(stays.id)).toMatchObject({ status: 'sending', claimed_by: theirs });
+    expect(await message(stays.id)).toBeDefined();
+    expect(await recipient(claimedAgain.id)).toMatchObject({ status: 'sending', attempts: 2 });
+    expect(await recipient(goes.id)).toMatchObject({ status: 'pending', attempts: 0, claimed_by: null, send_at: null });
+    expect(await message(goes.id)).toBeUndefined();
+  });
+
+  it('takeOver puts back the dead claimants\' claims slotted past the fence, and keeps earlier slots, live claimants\' claims and its own', async () => {
+    const { tenant, ids: [id] } = await campaignsOf(6);
+    const dead = '00000000-0000-4000-8000-0000000000d1';
+    const alive = '00000000-0000-4000-8000-0000000000a1';
+    const me = '00000000-0000-4000-8000-0000000000e1';
+    // Slots 3 s apart from now: 0, 3, 6, 9, 12, 15 s ahead.
+    const claimed = (await campaignQueue.claim(t.deps.db, id, 10, 60_000, FIRST_ID, false, { by: dead, startAt: Date.now(), intervalMs: 3000 })).sort((a, b) => a.id.localeCompare(b.id));
+    await campaignQueue.recordAttempts(t.deps.db, tenant.id, await campaignRow(tenant, id), claimed.map((r) => ({ id: r.id, contactId: r.contact_id, to: r.phone, components: [] })));
+    await t.deps.db.updateTable('campaign_recipients').set({ claimed_by: alive }).where('id', '=', claimed[5].id).execute();
+    await t.deps.db.updateTable('campaign_recipients').set({ claimed_by: me }).where('id', '=', claimed[4].id).execute();
+    const asked: string[][] = [];
+    const back = await campaignQueue.takeOver(t.deps.db, tenant.id, me, 1250, async (claimants) => { asked.push(claimants); return claimants.filter((c) => c !== alive); });
+    expect(asked.flat().sort()).toEqual([alive, dead].sort());
+    // Past now + 1.25 s: the dead's slots at 3, 6 and 9 s; 12 s is this process's own, 15 s a live claimant's.
+    expect(back).toBe(3);
+    expect((await Promise.all(claimed.map((r) => recipient(r.id)))).map((r) => r.status)).toEqual(['sending', 'pending', 'pending', 'pending', 'sending', 'sending']);
+    expect(await message(claimed[1].id)).toBeUndefined();
+    expect(await message(claimed[0].id)).toBeDefined();
   });
 
   itOnPostgresServer('a row lock held from a second connection')('recordOutcomes locks every message row, then every recipient row in id order, before it changes one (as callbacks do: no deadlock)', async () => {
@@ -155,7 +193,7 @@ describe('campaign recipient queue', () => {
     try {
       const holderPid = await held;
       recording = t.deps.db.transaction().execute((tx) => campaignQueue.recordOutcomes(tx, {
-        accepted: [{ id: high.id, wamid: `wamid.${high.id}` }], failed: [], retry: [], unknown: [], unsent: [{ id: low.id, claimedBy: null }],
+        accepted: [{ id: high.id, wamid: `wamid.${high.id}` }], failed: [], retry: [], unknown: [], unsent: [{ id: low.id, claimedBy: null, attempts: 1 }],
       }));
       await eventually(async () => (await sql<{ n: number }>`SELECT count(*)::int AS n FROM pg_stat_activity WHERE ${holderPid}::int = ANY(pg_blocking_pids(pid))`.execute(t.deps.db)).rows[0].n > 0, 20_000);
       // Waiting for the higher recipient, the batch already holds the lower one and both message rows.

@@ -32,8 +32,9 @@ export interface ProcessLiveness {
   tryLock(classId: number, key: number): Promise<LivenessSession | null>;
   unlock(session: LivenessSession, classId: number, key: number): Promise<void>;
   /**
-   * When this process last knew `session` alive (its clock, ms): the start of the latest round
-   * trip on it that the server answered. -Infinity once the session has ended; Infinity embedded.
+   * When this process last knew `session` alive (`performance.now()`, a monotonic clock): the start
+   * of the latest round trip on it that the server answered. -Infinity once the session has ended;
+   * Infinity embedded.
    */
   confirmedAt(session: LivenessSession): number;
   /** Releases the lock (ends the dedicated connection). */
@@ -43,8 +44,15 @@ export interface ProcessLiveness {
 /** One connection's life: locks taken on it end with it. */
 export interface LivenessSession { readonly id: number }
 
-/** How often a session holding locks is confirmed alive (one round trip). */
+/** How often the session is confirmed alive (one round trip)... */
 const CONFIRM_EVERY_MS = 200;
+/** ...and how long an answer may take before the connection is given up as half-open. */
+const CONFIRM_TIMEOUT_MS = 2000;
+/**
+ * A process that stops asking (stopped, hung, its event loop blocked) loses its session, and so its
+ * locks, after this long: a stopped worker cannot hold its numbers for ever.
+ */
+const IDLE_SESSION_TIMEOUT = '10s';
 
 /** 31 bits of the id's hash: non-negative, so it reads the same as an int4 argument and as pg_locks.objid (an oid). */
 export function livenessLockKey(processId: string): number {
@@ -77,6 +85,9 @@ class Session implements LivenessSession {
   private static next = 1;
   readonly id = Session.next++;
   confirmedAt: number;
+  asking = false;
+  /** Locks taken on it (session advisory locks are re-entrant: a second take would need a second release). */
+  readonly held = new Set<string>();
   constructor(readonly client: Client, since: number) { this.confirmedAt = since; }
 }
 
@@ -85,7 +96,7 @@ class PostgresLiveness implements ProcessLiveness {
   private readonly key = livenessLockKey(this.processId);
   private client: Client | null = null;
   private session: Session | null = null;
-  private confirming: NodeJS.Timeout | null = null;
+  private readonly confirming = setInterval(() => void this.confirm(), CONFIRM_EVERY_MS).unref();
   private retake: NodeJS.Timeout | null = null;
   private closed = false;
   private lastLogged = 0;
@@ -108,15 +119,17 @@ class PostgresLiveness implements ProcessLiveness {
     if (this.closed) return;
     // Loaded only here, as in openPostgres: the embedded default never needs the driver.
     const { default: pg } = await import('pg');
-    const client = new pg.Client({ connectionString: this.url, keepAlive: true, connectionTimeoutMillis: 5000 });
+    const client = new pg.Client({ connectionString: this.url, keepAlive: true, keepAliveInitialDelayMillis: 10_000, connectionTimeoutMillis: 5000 });
     client.on('error', (err) => this.lost(client, err.message));
     client.on('end', () => this.lost(client, 'connection ended'));
-    const since = Date.now();
+    const since = performance.now();
     try {
       await client.connect();
       // A host that vanishes without closing its connections: the server notices within about 25 s
       // instead of the system's default two hours, and drops the lock.
       await client.query('SET tcp_keepalives_idle = 10; SET tcp_keepalives_interval = 5; SET tcp_keepalives_count = 3');
+      // PostgreSQL 14 and later; older servers keep a stopped process's session until it ends.
+      await client.query(`SET idle_session_timeout = '${IDLE_SESSION_TIMEOUT}'`).catch(() => {});
       const { rows } = await client.query<{ taken: boolean }>('SELECT pg_try_advisory_lock($1, $2) AS taken', [LIVENESS_LOCK_CLASS, this.key]);
       // Still held by this process's previous session, which the server has not yet seen go.
       if (!rows[0].taken) throw new Error('the lock is still held by an earlier session');
@@ -134,14 +147,15 @@ class PostgresLiveness implements ProcessLiveness {
   async tryLock(classId: number, key: number): Promise<LivenessSession | null> {
     const session = this.session;
     if (!session) return null;
+    if (session.held.has(`${classId}:${key}`)) return session;
     const { rows } = await session.client.query<{ taken: boolean }>('SELECT pg_try_advisory_lock($1, $2) AS taken', [classId, key]);
     if (!rows[0].taken || session !== this.session) return null;
-    this.confirming ??= setInterval(() => void this.confirm(), CONFIRM_EVERY_MS).unref();
+    session.held.add(`${classId}:${key}`);
     return session;
   }
 
   async unlock(session: LivenessSession, classId: number, key: number): Promise<void> {
-    if (session !== this.session) return;
+    if (session !== this.session || !this.session.held.delete(`${classId}:${key}`)) return;
     await this.session.client.query('SELECT pg_advisory_unlock($1, $2)', [classId, key]).catch(() => {});
   }
 
@@ -149,21 +163,24 @@ class PostgresLiveness implements ProcessLiveness {
     return session === this.session ? this.session.confirmedAt : -Infinity;
   }
 
-  private confirmPending = false;
-
-  /** One round trip on the session at a time; an answer confirms it alive as of the question. */
+  /**
+   * One round trip on the session at a time; an answer confirms it alive as of the question. No
+   * answer in time: the connection is taken for half-open and given up (a new session follows).
+   */
   private async confirm(): Promise<void> {
     const session = this.session;
-    if (!session || this.confirmPending) return;
-    this.confirmPending = true;
-    const asked = Date.now();
+    if (!session || session.asking) return;
+    session.asking = true;
+    const asked = performance.now();
+    const giveUp = setTimeout(() => this.lost(session.client, `no answer on the liveness connection within ${CONFIRM_TIMEOUT_MS} ms`), CONFIRM_TIMEOUT_MS);
     try {
       await session.client.query('SELECT 1');
       session.confirmedAt = Math.max(session.confirmedAt, asked);
     } catch {
       // The connection's own error or end handler ends the session.
     } finally {
-      this.confirmPending = false;
+      clearTimeout(giveUp);
+      session.asking = false;
     }
   }
 
@@ -190,7 +207,7 @@ class PostgresLiveness implements ProcessLiveness {
   async close(): Promise<void> {
     this.closed = true;
     if (this.retake) clearTimeout(this.retake);
-    if (this.confirming) clearInterval(this.confirming);
+    clearInterval(this.confirming);
     const client = this.client;
     this.client = null;
     this.session = null;

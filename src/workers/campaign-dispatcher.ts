@@ -298,14 +298,14 @@ export class CampaignDispatcher {
       return;
     }
     const retryAt = new Date(Date.now() + MEDIA_RETRY_MS);
-    await this.db.transaction().execute((tx) => campaignQueue.recordOutcomes(tx, { retry: claimed.map((r) => ({ id: r.id, retryAt })) }));
+    await this.db.transaction().execute((tx) => campaignQueue.recordOutcomes(tx, { retry: claimed.map((r) => ({ id: r.id, retryAt, claim: { by: this.claimant, attempts: r.attempts } })) }));
     countOutcomes({ retry: claimed });
     this.logger?.warn({ err, campaign_id: campaign.id }, 'campaign media could not be uploaded; its recipients are retried later');
   }
 
   /** Nothing of the claim can be sent: its recipients go back to pending unsent, and the campaign fails. */
   private async failClaimed(campaign: RunningCampaign, claimed: ClaimedRecipient[], reason: string): Promise<void> {
-    await this.db.transaction().execute((tx) => campaignQueue.recordOutcomes(tx, { unsent: claimed.map((r) => ({ id: r.id, claimedBy: this.claimant })) }));
+    await this.db.transaction().execute((tx) => campaignQueue.recordOutcomes(tx, { unsent: claimed.map((r) => ({ id: r.id, claimedBy: this.claimant, attempts: r.attempts })) }));
     countOutcomes({ unsent: claimed });
     await this.failCampaign(campaign, reason, null);
   }
@@ -395,7 +395,7 @@ export class CampaignDispatcher {
     // -1: no upstream code at all (stored as none, the errors summary's `unknown`).
     const fail = (id: string, outcome: FailureOutcome) => outcomes.failed.push({ id, code: outcome.error!.code < 0 ? null : outcome.error!.code, title: outcome.error!.title });
     for (const { send, outcome } of results) {
-      if (!outcome) { outcomes.unsent.push({ id: send.id, claimedBy: this.claimant }); continue; }
+      if (!outcome) { outcomes.unsent.push({ id: send.id, claimedBy: this.claimant, attempts: send.attempts }); continue; }
       switch (outcome.kind) {
         case 'accepted':
         case 'held':
@@ -421,7 +421,7 @@ export class CampaignDispatcher {
           // A paused template pauses the campaign: its recipient goes out once it is approved again.
           // An account stopped fails the campaign; its recipients were not at fault.
           if (outcome.kind === 'template_stopped' && outcome.templateStatus !== 'paused') fail(send.id, outcome);
-          else outcomes.unsent.push({ id: send.id, claimedBy: this.claimant });
+          else outcomes.unsent.push({ id: send.id, claimedBy: this.claimant, attempts: send.attempts });
           break;
         default:
           fail(send.id, outcome);

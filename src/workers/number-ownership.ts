@@ -50,9 +50,11 @@ export class NumberOwnership {
     const now = Date.now();
     await this.letIdleGo(now);
     const held = this.owned.get(key);
-    if (held && this.liveness.confirmedAt(held.session) !== -Infinity) {
+    const confirmedAt = held ? this.liveness.confirmedAt(held.session) : -Infinity;
+    if (held && confirmedAt !== -Infinity) {
       held.usedAt = now;
-      return { key, session: held.session };
+      // Not confirmed lately (a slow or half-open connection): nothing new is claimed meanwhile.
+      return performance.now() < confirmedAt + OWNERSHIP_FENCE_MS ? { key, session: held.session } : null;
     }
     this.owned.delete(key);
     if (now - (this.tried.get(key) ?? 0) < RETRY_MS) return null;
@@ -60,8 +62,15 @@ export class NumberOwnership {
     this.tried.set(key, now);
     const session = await this.liveness.tryLock(NUMBER_LOCK_CLASS, key).catch(() => null);
     if (!session) return null;
-    const back = await campaignQueue.takeOver(this.db, tenantId, this.claimant, OWNERSHIP_FENCE_MS + CLOCK_MARGIN_MS);
-    if (back > 0) this.logger?.info({ tenant_id: tenantId, recipients: back }, 'number taken over: claims its previous owner never sent went back to pending');
+    try {
+      // Claims of live processes are theirs (the tenant's number changed, say): only the dead's go back.
+      const back = await campaignQueue.takeOver(this.db, tenantId, this.claimant, OWNERSHIP_FENCE_MS + CLOCK_MARGIN_MS,
+        async (claimants) => (await Promise.all(claimants.map(async (c) => (await this.liveness.isAlive(c)) ? null : c))).filter((c) => c !== null));
+      if (back > 0) this.logger?.info({ tenant_id: tenantId, recipients: back }, 'number taken over: claims its previous owner never sent went back to pending');
+    } catch (err) {
+      await this.liveness.unlock(session, NUMBER_LOCK_CLASS, key);
+      throw err;
+    }
     this.owned.set(key, { session, usedAt: now });
     return { key, session };
   }
@@ -75,7 +84,8 @@ export class NumberOwnership {
       if (this.owned.get(lease.key)?.session !== lease.session) return false;
       const confirmedAt = this.liveness.confirmedAt(lease.session);
       if (confirmedAt === -Infinity) return false;
-      if (Date.now() < confirmedAt + OWNERSHIP_FENCE_MS) return true;
+      // Monotonic: a clock stepped back must not stretch the fence.
+      if (performance.now() < confirmedAt + OWNERSHIP_FENCE_MS) return true;
       if (Date.now() >= by) return false;
       await sleep(50);
     }

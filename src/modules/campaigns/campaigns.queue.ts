@@ -264,11 +264,15 @@ export const campaignQueue = {
     /** `heldUntil`: WhatsApp holds it (template pacing); counted sent after then without word. */
     accepted?: { id: string; wamid: string; heldUntil?: Date }[];
     failed?: { id: string; code: number | null; title: string }[];
-    retry?: { id: string; retryAt: Date }[];
+    /** `claim`: a claim never sent (its media could not be uploaded) goes back only while it is still that claim. */
+    retry?: { id: string; retryAt: Date; claim?: { by: string | null; attempts: number } }[];
     deferred?: { id: string; retryAt: Date }[];
     unknown?: { id: string; reconcileAt: Date }[];
-    /** `claimedBy`: put back only while the claim is still that claimant's (another may have taken it over). */
-    unsent?: { id: string; claimedBy: string | null }[];
+    /**
+     * `claimedBy` and `attempts` name the claim: it goes back only while it is still that claim
+     * (another process may have taken it over, or the same one claimed it again since).
+     */
+    unsent?: { id: string; claimedBy: string | null; attempts: number }[];
   }): Promise<{ campaignId: string; from: string; to: string }[]> {
     const { accepted = [], failed = [], retry = [], deferred = [], unknown = [], unsent = [] } = outcomes;
     const moves: { campaignId: string; from: string; to: string }[] = [];
@@ -317,10 +321,13 @@ export const campaignQueue = {
       }
     }
     if (retry.length > 0 || deferred.length > 0) {
-      const values = sql.join([...retry.map((r) => sql`(${r.id}::uuid, ${r.retryAt}::timestamptz, 'pending', 0)`), ...deferred.map((d) => sql`(${d.id}::uuid, ${d.retryAt}::timestamptz, 'deferred', 1)`)]);
+      const values = sql.join([
+        ...retry.map((r) => sql`(${r.id}::uuid, ${r.retryAt}::timestamptz, 'pending', 0, ${r.claim !== undefined}::boolean, ${r.claim?.by ?? null}::uuid, ${r.claim?.attempts ?? null}::int)`),
+        ...deferred.map((d) => sql`(${d.id}::uuid, ${d.retryAt}::timestamptz, 'deferred', 1, false, NULL::uuid, NULL::int)`)]);
       const { rows } = await sql<{ campaign_id: string; status: string }>`
         UPDATE campaign_recipients r SET status = v.next, not_before = v.at, defers = r.defers + v.defer, lease_until = NULL, updated_at = now()
-        FROM (VALUES ${values}) v(id, at, next, defer) WHERE r.id = v.id AND r.status = 'sending'
+        FROM (VALUES ${values}) v(id, at, next, defer, guarded, claimed_by, attempts) WHERE r.id = v.id AND r.status = 'sending'
+          AND (NOT v.guarded OR (r.claimed_by IS NOT DISTINCT FROM v.claimed_by AND r.attempts = v.attempts))
         RETURNING r.campaign_id, r.status`.execute(tx);
       for (const r of rows) moves.push({ campaignId: r.campaign_id, from: 'sending', to: r.status });
     }
@@ -331,15 +338,15 @@ export const campaignQueue = {
         FROM (VALUES ${values}) v(id, at) WHERE r.id = v.id AND r.status = 'sending'`.execute(tx);
     }
     if (unsent.length > 0) {
-      const values = sql.join(unsent.map((u) => sql`(${u.id}::uuid, ${u.claimedBy}::uuid)`));
-      const mine = sql`r.status = 'sending' AND r.claimed_by IS NOT DISTINCT FROM v.claimed_by`;
+      const values = sql.join(unsent.map((u) => sql`(${u.id}::uuid, ${u.claimedBy}::uuid, ${u.attempts}::int)`));
+      const mine = sql`r.status = 'sending' AND r.claimed_by IS NOT DISTINCT FROM v.claimed_by AND r.attempts = v.attempts`;
       // A first attempt's row only: an earlier attempt's (outcome unknown) may still hear from the upstream.
       await sql`
-        DELETE FROM messages m USING campaign_recipients r, (VALUES ${values}) v(id, claimed_by)
+        DELETE FROM messages m USING campaign_recipients r, (VALUES ${values}) v(id, claimed_by, attempts)
         WHERE m.id = v.id AND r.id = v.id AND ${mine} AND r.attempts <= 1 AND m.upstream_message_id IS NULL AND m.status = 'accepted'`.execute(tx);
       await sql`
         UPDATE campaign_recipients r SET status = 'pending', attempts = greatest(r.attempts - 1, 0), lease_until = NULL, claimed_by = NULL, send_at = NULL, updated_at = now()
-        FROM (VALUES ${values}) v(id, claimed_by) WHERE r.id = v.id AND ${mine}`.execute(tx);
+        FROM (VALUES ${values}) v(id, claimed_by, attempts) WHERE r.id = v.id AND ${mine}`.execute(tx);
     }
     await recordCounterMoves(tx, moves);
     return moves;
@@ -362,14 +369,17 @@ export const campaignQueue = {
    * cut off, sends nothing that late) and go back to pending at once, as unsent. Earlier ones may
    * have been sent: they wait for reconciliation. Returns how many went back.
    */
-  async takeOver(db: Db, tenantId: string, claimant: string, fenceMs: number): Promise<number> {
+  async takeOver(db: Db, tenantId: string, claimant: string, fenceMs: number, gone: (claimants: string[]) => Promise<string[]>): Promise<number> {
     return db.transaction().execute(async (tx) => {
-      const { rows } = await sql<{ id: string; claimed_by: string }>`
-        SELECT r.id, r.claimed_by FROM campaign_recipients r
+      const { rows: candidates } = await sql<{ id: string; claimed_by: string; attempts: number }>`
+        SELECT r.id, r.claimed_by, r.attempts FROM campaign_recipients r
         WHERE r.campaign_id IN (SELECT c.id FROM campaigns c WHERE c.tenant_id = ${tenantId}::uuid AND c.status IN ('RUNNING', 'PAUSED'))
           AND r.status = 'sending' AND r.claimed_by <> ${claimant}::uuid AND r.send_at > now() + ${fenceMs} * interval '1 millisecond'`.execute(tx);
+      if (candidates.length === 0) return 0;
+      const dead = new Set(await gone([...new Set(candidates.map((r) => r.claimed_by))]));
+      const rows = candidates.filter((r) => dead.has(r.claimed_by));
       if (rows.length === 0) return 0;
-      await campaignQueue.recordOutcomes(tx, { unsent: rows.map((r) => ({ id: r.id, claimedBy: r.claimed_by })) });
+      await campaignQueue.recordOutcomes(tx, { unsent: rows.map((r) => ({ id: r.id, claimedBy: r.claimed_by, attempts: r.attempts })) });
       return rows.length;
     });
   },
