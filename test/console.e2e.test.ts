@@ -1,70 +1,31 @@
-import { spawn } from 'node:child_process';
 import { mkdirSync, readFileSync } from 'node:fs';
-import { createRequire } from 'node:module';
-import { join, resolve } from 'node:path';
+import { join } from 'node:path';
 import { chromium, type Browser, type Page } from 'playwright-core';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { eventually, hasPostgres, makeTempDir, removeTempDir } from './helpers/app.ts';
-import { freePort, stopServer, waitForHttp, type ServerProcess } from './helpers/process.ts';
+import { eventually, hasPostgres } from './helpers/app.ts';
+import { ROOT, SHOTS, seriousViolations, startConsoleServer, type ConsoleServer } from './helpers/console.ts';
 
 // The web console (docs/console.md) in Debian's Chromium, driven by playwright-core, against the real
 // service process on the embedded default. It starts its own server, so it runs once: in the
-// embedded pass of CI, not again in the PostgreSQL one.
-const ROOT = resolve(import.meta.dirname, '..');
-const SHOTS = join(ROOT, 'test-results', 'console');
-const AXE = readFileSync(createRequire(import.meta.url).resolve('axe-core/axe.min.js'), 'utf8');
+// embedded pass of CI, not again in the PostgreSQL one. test/console.firefox.test.ts covers Firefox.
 const CHROMIUM_ARGS = ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'];
 
-/** `node dist/server.js`, as `npm start` runs it, with exactly `env` (plus PATH and HOME). */
-function startBuiltServer(env: Record<string, string>): ServerProcess {
-  const child = spawn(process.execPath, ['dist/server.js'], { cwd: ROOT, env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/tmp', ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
-  let out = '';
-  let err = '';
-  child.stdout!.on('data', (chunk) => { out += chunk; });
-  child.stderr!.on('data', (chunk) => { out += chunk; err += chunk; });
-  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((done) => child.once('exit', (code, signal) => done({ code, signal })));
-  return {
-    child, output: () => out, stderr: () => err, exited,
-    async waitForOutput(pattern, timeoutMs = 30_000) {
-      const deadline = Date.now() + timeoutMs;
-      for (;;) {
-        const match = out.match(pattern);
-        if (match) return match;
-        if (child.exitCode !== null || Date.now() > deadline) throw new Error(`no ${pattern} from the server:\n${out}`);
-        await new Promise((r) => setTimeout(r, 50));
-      }
-    },
-  };
-}
-
 describe.skipIf(hasPostgres)('the web console in Chromium (embedded default only: the test starts its own server, so the PostgreSQL pass skips it)', () => {
-  let server: ServerProcess;
+  let service: ConsoleServer;
   let browser: Browser;
   let base = '';
   let sandbox = '';
-  let dataDir = '';
   let key = '';
   let tenant = '';
   let admin = '';
   let campaignId = '';
   const failingPhone = '+447400123403';
 
-  const api = async (method: string, path: string, body?: unknown, bearer = key) => {
-    const res = await fetch(`${base}/api/v1/public${path}`, {
-      method, headers: { authorization: `Bearer ${bearer}`, ...(body ? { 'content-type': 'application/json' } : {}) }, body: body ? JSON.stringify(body) : undefined,
-    });
-    return { status: res.status, body: await res.json() as any };
-  };
+  const api = (method: string, path: string, body?: unknown, bearer = key) => service.api(method, path, body, bearer);
 
   /** Axe on the page as it is: no serious or critical violation. */
   const accessible = async (page: Page, name: string) => {
-    if (!await page.evaluate('typeof axe !== "undefined"')) await page.evaluate(AXE);
-    const violations = await page.evaluate(async () => {
-      const g = globalThis as any;
-      const result = await g.axe.run(g.document, { resultTypes: ['violations'] });
-      return result.violations.filter((v: any) => v.impact === 'serious' || v.impact === 'critical')
-        .map((v: any) => `${v.id}: ${v.help} (${v.nodes.slice(0, 3).map((n: any) => n.target.join(' ')).join('; ')})`);
-    });
+    const violations = await seriousViolations(page);
     expect(violations, `accessibility of ${name}`).toEqual([]);
   };
 
@@ -93,22 +54,15 @@ describe.skipIf(hasPostgres)('the web console in Chromium (embedded default only
   };
 
   beforeAll(async () => {
-    dataDir = makeTempDir('msvc-console-');
-    const [port, sandboxPort] = [await freePort(), await freePort()];
-    base = `http://127.0.0.1:${port}`;
-    sandbox = `http://127.0.0.1:${sandboxPort}/__sandbox`;
-    server = startBuiltServer({ DATA_DIR: dataDir, PORT: String(port), SANDBOX_PORT: String(sandboxPort), SANDBOX_REVIEW_MS: '50', WEBHOOK_DELIVERY_ENABLED: 'false', WEBHOOK_ALLOW_PRIVATE_NETWORKS: 'true', LOG_LEVEL: 'warn' });
-    await waitForHttp(`${base}/healthz`, server, 60_000);
-    const banner = await server.waitForOutput(/tenant id:\s+(\S+)\n\s+API key:\s+(\S+)\n\s+admin token:\s+(\S+)/, 60_000);
-    [tenant, key, admin] = [banner[1], banner[2], banner[3]];
+    service = await startConsoleServer();
+    ({ base, sandbox, key, tenant, admin } = service);
     browser = await chromium.launch({ executablePath: '/usr/bin/chromium', args: CHROMIUM_ARGS, headless: true });
     mkdirSync(SHOTS, { recursive: true });
   }, 90_000);
 
   afterAll(async () => {
     await browser?.close();
-    await stopServer(server);
-    if (dataDir) removeTempDir(dataDir);
+    await service?.stop();
   });
 
   it('serves the built console compressed, its hashed assets cached for good, and a first load under 200 KB of compressed JavaScript and CSS', async () => {

@@ -36,6 +36,11 @@ export function startServer(env: Record<string, string>, options: { entry?: stri
     env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/tmp', WEBHOOK_DELIVERY_ENABLED: 'false', CAMPAIGN_DISPATCH_ENABLED: 'false', SANDBOX_PORT: '0', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
+  return watchProcess(child);
+}
+
+/** A spawned service process (stdout and stderr piped) as a ServerProcess: its output kept, its exit awaited. */
+export function watchProcess(child: ChildProcess): ServerProcess {
   let out = '';
   let err = '';
   child.stdout!.on('data', (chunk) => { out += chunk; });
