@@ -370,8 +370,8 @@ export class CampaignsService {
         updated_at: new Date(),
       }).where('tenant_id', '=', tenantId).where('id', '=', id).where('status', 'in', drafting ? ['DRAFT'] : [...EDITABLE]).returningAll().executeTakeFirst();
       if (!updated) throw new AppError('CONFLICT', 'The campaign changed status concurrently; re-read it and retry');
-      if (updated.materialised_at) { if (windowed) await this.rewaitRecipients(tx, updated, sendWindow); }
-      else await recordEvents(tx, tenantId, [{ type: 'campaign.updated', data: campaignEventData(updated) }]);
+      if (updated.materialised_at && windowed) await this.rewaitRecipients(tx, updated, sendWindow);
+      if (!updated.materialised_at) await recordEvents(tx, tenantId, [{ type: 'campaign.updated', data: campaignEventData(updated) }]);
       return this.detail(updated, tx, card);
     });
   }
