@@ -111,6 +111,22 @@ async function campaignSends(metricsUrl: string): Promise<number> {
   return n;
 }
 
+interface Progress { at: number; read: number; completed: boolean }
+
+/**
+ * What the time after the last send waited for: recipients not yet read (or failed) in the stats
+ * at the last send, and when the campaign completed and the last one was read, after it.
+ */
+function tail(progress: Progress[], sendTimes: number[], total: number) {
+  const last = Math.max(...sendTimes);
+  const after = (p?: Progress) => (p ? Math.round((p.at - last) / 100) / 10 : null);
+  return {
+    unread_at_last_send: total - (progress.findLast((p) => p.at <= last)?.read ?? 0),
+    completed_after_last_send_s: after(progress.find((p) => p.completed)),
+    all_read_after_last_send_s: after(progress.find((p) => p.read >= total)),
+  };
+}
+
 interface Tenant { id: string; auth: Record<string, string>; phoneNumberId: string; templateId: string }
 
 export async function run(): Promise<object> {
@@ -186,10 +202,12 @@ export async function run(): Promise<object> {
   const sendTimesTo = async (phones: Set<string>) =>
     ((await json(`${sandboxUrl}/__sandbox/sends`)).data as { to: string; at: string }[]).filter((s) => phones.has(s.to.replace(/^\+/, ''))).map((s) => new Date(s.at).getTime());
 
-  async function waitFinal(t: Tenant, campaignId: string, total: number, timeoutMs: number) {
+  /** Polls until the stats are final; `progress` gets every poll's time, read count and status. */
+  async function waitFinal(t: Tenant, campaignId: string, total: number, timeoutMs: number, progress?: Progress[]) {
     const deadline = Date.now() + timeoutMs;
     for (;;) {
       const c = await json(`${url}/api/v1/public/campaigns/${campaignId}`, { headers: t.auth });
+      progress?.push({ at: Date.now(), read: c.stats.read + c.stats.failed, completed: c.status === 'COMPLETED' });
       if (c.status === 'COMPLETED' && c.stats.read + c.stats.failed >= total) return c;
       if (Date.now() > deadline) throw new Error(`campaign ${campaignId} not final: ${JSON.stringify(c.stats)} ${c.status}`);
       await new Promise((r) => setTimeout(r, 100));
@@ -286,10 +304,12 @@ export async function run(): Promise<object> {
       const t0 = Date.now();
       await json(`${url}/api/v1/public/campaigns/${pacedCampaign.id}/send`, { method: 'POST', headers: paced.auth, body: '{}' });
       const answered = Date.now();
-      const final = await waitFinal(paced, pacedCampaign.id, DISPATCH, 30 * 60_000);
+      const progress: Progress[] = [];
+      const final = await waitFinal(paced, pacedCampaign.id, DISPATCH, 30 * 60_000, progress);
       const end = Date.now();
       const cpu1 = await cpuSnapshot();
-      const { busiest_second_sends, ...profile } = sendProfile(await sendTimesTo(phonesFrom(1_000_000, DISPATCH)), t0, answered, end);
+      const sendTimes = await sendTimesTo(phonesFrom(1_000_000, DISPATCH));
+      const { busiest_second_sends, ...profile } = sendProfile(sendTimes, t0, answered, end);
       const dispatch = {
         recipients: final.total_recipients,
         messages_per_second: 1000,
@@ -297,6 +317,7 @@ export async function run(): Promise<object> {
         recipients_per_s: Math.round(DISPATCH / ((end - t0) / 1000)),
         busiest_second_sends,
         ...profile,
+        tail: tail(progress, sendTimes, DISPATCH),
         stats: final.stats,
         cpu_per_recipient: cpuPerRecipient(cpu0, cpu1, DISPATCH),
         target_recipients_per_s: 950,
@@ -358,11 +379,13 @@ export async function run(): Promise<object> {
       const t0 = Date.now();
       await json(`${url}/api/v1/public/campaigns/${multiCampaign.id}/send`, { method: 'POST', headers: multi.auth, body: '{}' });
       const answered = Date.now();
-      const final = await waitFinal(multi, multiCampaign.id, DISPATCH, 30 * 60_000);
+      const progress: Progress[] = [];
+      const final = await waitFinal(multi, multiCampaign.id, DISPATCH, 30 * 60_000, progress);
       const end = Date.now();
       const cpu1 = await cpuSnapshot(own);
       const sends1 = await Promise.all(workers.map((w) => campaignSends(w.metricsUrl)));
-      const { busiest_second_sends, ...profile } = sendProfile(await sendTimesTo(phonesFrom(3_000_000, DISPATCH)), t0, answered, end);
+      const sendTimes = await sendTimesTo(phonesFrom(3_000_000, DISPATCH));
+      const { busiest_second_sends, ...profile } = sendProfile(sendTimes, t0, answered, end);
       const cpu = cpuPerRecipient(cpu0, cpu1, DISPATCH);
       const workersMs = workers.reduce((sum, _, i) => sum + cpu[`worker_${i + 1}_ms`], 0);
       const dispatchMulti = {
@@ -373,6 +396,7 @@ export async function run(): Promise<object> {
         recipients_per_s: Math.round(DISPATCH / ((end - t0) / 1000)),
         busiest_second_sends,
         ...profile,
+        tail: tail(progress, sendTimes, DISPATCH),
         // Each worker's campaign_sends_total over the run: one owns the number at a time.
         sends_per_worker: sends1.map((n, i) => n - sends0[i]),
         stats: final.stats,
