@@ -1,7 +1,7 @@
 import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { readFileSync, mkdtempSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { sql } from 'kysely';
 import { openDatabase, type Database } from '../src/db/database.ts';
@@ -16,13 +16,28 @@ import { cpuSeconds, freePort, freshDatabase, pidsOf, requireRealServers, startP
  *   callback is processed and the stats are final; the busiest one-second window of sends;
  * - dispatch_unpaced: the same audience over four numbers at 1,000 each: what the machine sustains
  *   when pacing is not the limit, with the CPU per recipient of each process.
+ * - dispatch_multi (issue 24 §2): the dispatch audience from one number at 1,000/s, sent by three
+ *   ROLE=worker processes beside one ROLE=api process (which runs no workers), in place of the
+ *   ROLE=all one, on the same database, Redis and sandbox: the busiest second at the sandbox, sends
+ *   per worker (each one's campaign_sends_total on METRICS_PORT) and CPU per recipient of each process.
  * BENCH_FULL=1 also dispatches the 1,000,000-recipient campaign and reports the service's peak RSS.
+ * BENCH_CAMPAIGN_PHASES (comma-separated, default all four) runs some phases only; bench/run.ts then
+ * replaces only their keys in bench/results/campaigns.json. Each phase records when, at which commit
+ * and at what load average it was measured.
  */
 
 const CONTACTS = Number(process.env.BENCH_CONTACTS ?? 1_000_000);
 const DISPATCH = Number(process.env.BENCH_DISPATCH ?? 100_000);
 const FULL = process.env.BENCH_FULL === '1';
-const UNPACED = process.env.BENCH_UNPACED !== '0';
+const ALL_PHASES = ['materialise', 'dispatch', 'dispatch_unpaced', 'dispatch_multi'];
+const PHASES = new Set((process.env.BENCH_CAMPAIGN_PHASES ?? ALL_PHASES.join(',')).split(',').map((p) => p.trim()).filter(Boolean));
+if (process.env.BENCH_UNPACED === '0') PHASES.delete('dispatch_unpaced');
+for (const phase of PHASES) if (!ALL_PHASES.includes(phase)) throw new Error(`unknown campaign phase "${phase}"; choose from ${ALL_PHASES.join(', ')}`);
+if (FULL && !PHASES.has('materialise')) throw new Error('BENCH_FULL=1 dispatches the materialised campaign: select the materialise phase');
+const WORKERS = 3;
+
+/** Whether this run leaves some phases out (bench/run.ts then keeps the other keys of the last results). */
+export const partial = () => ALL_PHASES.some((p) => !PHASES.has(p));
 
 async function json(url: string, init: RequestInit & { body?: string } = {}): Promise<any> {
   const res = await fetch(url, { ...init, headers: { 'content-type': 'application/json', ...(init.headers ?? {}) } });
@@ -47,6 +62,71 @@ function busiestSecond(times: number[]): number {
   return best;
 }
 
+/**
+ * Where the sends of one campaign went at the sandbox (times as it received them) and in time:
+ * busiest sliding second, the timeline from POST /send (t0) to final (end), sends per whole second.
+ */
+function sendProfile(sendTimes: number[], t0: number, answered: number, end: number) {
+  const sorted = [...sendTimes].sort((a, b) => a - b);
+  const perSecond = new Map<number, number>();
+  for (const t of sorted) perSecond.set(Math.floor((t - sorted[0]) / 1000), (perSecond.get(Math.floor((t - sorted[0]) / 1000)) ?? 0) + 1);
+  const fullSeconds = [...perSecond.entries()].filter(([s]) => s < Math.floor((sorted.at(-1)! - sorted[0]) / 1000)).map(([, n]) => n).sort((a, b) => a - b);
+  return {
+    busiest_second_sends: busiestSecond(sendTimes),
+    sends_seen_by_sandbox: sendTimes.length,
+    // The rate while sending, without materialising before the first send or the last callbacks.
+    first_to_last_send_per_s: Math.round((sorted.length - 1) / ((sorted.at(-1)! - sorted[0]) / 1000)),
+    // Where the end-to-end time goes: until the first send, sending, and after the last send until stats were final.
+    timeline_s: {
+      first_send: Math.round((sorted[0] - t0) / 100) / 10,
+      // Of which POST /send (materialising the recipients) until it answered.
+      send_request: Math.round((answered - t0) / 100) / 10,
+      sending: Math.round((sorted.at(-1)! - sorted[0]) / 100) / 10,
+      after_last_send: Math.round((end - sorted.at(-1)!) / 100) / 10,
+    },
+    sends_per_whole_second: { min: fullSeconds[0], median: fullSeconds[Math.floor(fullSeconds.length / 2)], max: fullSeconds.at(-1) },
+  };
+}
+
+/** When, at which commit and at what load average (1-minute, sampled every 5 s; the machine is shared) a phase was measured. */
+function measuring() {
+  const at = new Date().toISOString();
+  const commit = execFileSync('git', ['rev-parse', '--short', 'HEAD'], { encoding: 'utf8' }).trim();
+  const dirty = execFileSync('git', ['status', '--porcelain', '--', 'src', 'bench/campaigns.ts'], { encoding: 'utf8' }).trim() !== '';
+  const samples = [loadavg()[0]];
+  const timer = setInterval(() => samples.push(loadavg()[0]), 5000).unref();
+  return () => {
+    clearInterval(timer);
+    samples.push(loadavg()[0]);
+    const round = (n: number) => Math.round(n * 100) / 100;
+    return { at, commit: dirty ? `${commit}-dirty` : commit, load_average_1m: { min: round(Math.min(...samples)), max: round(Math.max(...samples)), at_end: loadavg().map(round) } };
+  };
+}
+
+/** Sends this process issued to the upstream (its campaign_sends_total over every number bucket). */
+async function campaignSends(metricsUrl: string): Promise<number> {
+  const text = await (await fetch(metricsUrl)).text();
+  let n = 0;
+  for (const m of text.matchAll(/^campaign_sends_total\{[^}]*\} (\d+)/gm)) n += Number(m[1]);
+  return n;
+}
+
+interface Progress { at: number; read: number; completed: boolean }
+
+/**
+ * What the time after the last send waited for: recipients not yet read (or failed) in the stats
+ * at the last send, and when the campaign completed and the last one was read, after it.
+ */
+function tail(progress: Progress[], sendTimes: number[], total: number) {
+  const last = Math.max(...sendTimes);
+  const after = (p?: Progress) => (p ? Math.round((p.at - last) / 100) / 10 : null);
+  return {
+    unread_at_last_send: total - (progress.findLast((p) => p.at <= last)?.read ?? 0),
+    completed_after_last_send_s: after(progress.find((p) => p.completed)),
+    all_read_after_last_send_s: after(progress.find((p) => p.read >= total)),
+  };
+}
+
 interface Tenant { id: string; auth: Record<string, string>; phoneNumberId: string; templateId: string }
 
 export async function run(): Promise<object> {
@@ -66,13 +146,16 @@ export async function run(): Promise<object> {
   process.once('exit', () => sandbox.kill()); // also when the run fails before its cleanup
   // What `npm start` runs: the compiled build (built first if src/ is newer).
   execFileSync(process.execPath, ['scripts/build.mjs', '--if-stale'], { stdio: 'inherit' });
-  const service = await startProcess('dist/server.js', {
-    PORT: String(port), HOST: '127.0.0.1', ROLE: 'all', UPSTREAM_BASE_URL: sandboxUrl, UPSTREAM_APP_SECRET: appSecret,
+  // Every process of the run shares the data directory (its generated SECRETS_KEY decrypts the accounts' tokens).
+  const serviceEnv = {
+    HOST: '127.0.0.1', UPSTREAM_BASE_URL: sandboxUrl, UPSTREAM_APP_SECRET: appSecret,
     ADMIN_TOKEN: adminToken, SEED_DEMO: 'false', LOG_LEVEL: 'warn', OPENAPI_ENABLED: 'false', WEBHOOK_DELIVERY_ENABLED: 'false', DATABASE_URL: fresh.url,
     // The benchmark polls campaign progress; the tenant minute limit is not what is measured.
     RATE_LIMIT_PER_MINUTE: '100000',
     DATA_DIR: mkdtempSync(join(tmpdir(), 'msvc-bench-')),
-  }, `${url}/healthz`);
+  };
+  let service = await startProcess('dist/server.js', { ...serviceEnv, PORT: String(port), ROLE: 'all' }, `${url}/healthz`);
+  const workers: { pid: number; metricsUrl: string; stop: () => Promise<void> }[] = [];
   const database = await openDatabase({ databaseUrl: fresh.url, dataDir: tmpdir(), poolSize: 2 });
   const admin = { authorization: `Bearer ${adminToken}` };
   let seq = 0;
@@ -114,10 +197,17 @@ export async function run(): Promise<object> {
     }) });
   }
 
-  async function waitFinal(t: Tenant, campaignId: string, total: number, timeoutMs: number) {
+  const phonesFrom = (offset: number, count: number) => new Set(Array.from({ length: count }, (_, g) => `1415${String(2000000 + offset + g).padStart(7, '0')}`));
+  /** The sandbox's receive times of the sends to these phones. */
+  const sendTimesTo = async (phones: Set<string>) =>
+    ((await json(`${sandboxUrl}/__sandbox/sends`)).data as { to: string; at: string }[]).filter((s) => phones.has(s.to.replace(/^\+/, ''))).map((s) => new Date(s.at).getTime());
+
+  /** Polls until the stats are final; `progress` gets every poll's time, read count and status. */
+  async function waitFinal(t: Tenant, campaignId: string, total: number, timeoutMs: number, progress?: Progress[]) {
     const deadline = Date.now() + timeoutMs;
     for (;;) {
       const c = await json(`${url}/api/v1/public/campaigns/${campaignId}`, { headers: t.auth });
+      progress?.push({ at: Date.now(), read: c.stats.read + c.stats.failed, completed: c.status === 'COMPLETED' });
       if (c.status === 'COMPLETED' && c.stats.read + c.stats.failed >= total) return c;
       if (Date.now() > deadline) throw new Error(`campaign ${campaignId} not final: ${JSON.stringify(c.stats)} ${c.status}`);
       await new Promise((r) => setTimeout(r, 100));
@@ -128,8 +218,8 @@ export async function run(): Promise<object> {
   // writer, checkpointer...), not other databases' backends on a shared machine.
   const postgresPids = async () => (await sql<{ pid: number }>`
     SELECT pid FROM pg_stat_activity WHERE datname = current_database() OR backend_type <> 'client backend'`.execute(database.db)).rows.map((r) => r.pid);
-  const cpuSnapshot = async () => {
-    const processes = { service: [service.pid!], postgres: await postgresPids(), redis: pidsOf('redis-server'), sandbox: [sandbox.pid!], bench: [process.pid] };
+  const cpuSnapshot = async (own: Record<string, number[]> = { service: [service.pid!] }) => {
+    const processes = { ...own, postgres: await postgresPids(), redis: pidsOf('redis-server'), sandbox: [sandbox.pid!], bench: [process.pid] };
     return Object.fromEntries(Object.entries(processes).map(([k, pids]) => [k, new Map(pids.map((pid) => [pid, cpuSeconds([pid])]))]));
   };
   /** CPU ms per recipient of each process group; a process born during the run counts from zero. */
@@ -156,122 +246,178 @@ export async function run(): Promise<object> {
     rows_written_per_recipient: Math.round(((after.rows - before.rows) / n) * 100) / 100,
   });
 
+  const result: Record<string, unknown> = {
+    configuration: 'service defaults (ROLE=all, batch_size 50, CAMPAIGN_POLL_MS 100, PACING_HORIZON_MS 1000, CAMPAIGN_MAX_BATCHES 64)',
+  };
   try {
     // Tenants and templates first: a template approval callback must not meet a database busy seeding.
-    const big = await tenant('bench materialise', 1000);
-    const paced = await tenant('bench dispatch', 1000);
+    const big = PHASES.has('materialise') ? await tenant('bench materialise', 1000) : undefined;
+    const paced = PHASES.has('dispatch') ? await tenant('bench dispatch', 1000) : undefined;
     const four: Tenant[] = [];
-    for (let i = 0; i < 4; i++) four.push(await tenant(`bench unpaced ${i}`, 1000));
+    if (PHASES.has('dispatch_unpaced')) for (let i = 0; i < 4; i++) four.push(await tenant(`bench unpaced ${i}`, 1000));
+    const multi = PHASES.has('dispatch_multi') ? await tenant('bench dispatch multi', 1000) : undefined;
 
     // 1. Materialise 1,000,000 recipients.
-    await seed(database, big.id, CONTACTS, 0, 'all');
-    const rawCampaign = await createCampaign(big, 'all');
-    // The raw baseline writes the same rows as the service, ids by the same uuid_v7().
-    const rawStarted = performance.now();
-    await sql`
-      INSERT INTO campaign_recipients (id, tenant_id, campaign_id, contact_id, phone)
-      SELECT uuid_v7(), c.tenant_id, ${rawCampaign.id}::uuid, c.id, c.phone FROM contacts c
-      WHERE c.tenant_id = ${big.id}::uuid AND c.deleted_at IS NULL AND (c.tags && ARRAY['all']::text[] OR c.source = ANY(ARRAY[]::text[]))
-      ON CONFLICT (campaign_id, phone) DO NOTHING`.execute(database.db);
-    const rawMs = performance.now() - rawStarted;
-    await sql`DELETE FROM campaign_recipients WHERE campaign_id = ${rawCampaign.id}::uuid`.execute(database.db);
-    await sql`VACUUM campaign_recipients`.execute(database.db);
-    const measured = await createCampaign(big, 'all');
-    // Paused at once below, so the materialising request is what is timed (dispatch is measured next).
-    const sendStarted = performance.now();
-    const sent = await json(`${url}/api/v1/public/campaigns/${measured.id}/send`, { method: 'POST', headers: big.auth, body: '{}' });
-    const serviceMs = performance.now() - sendStarted;
-    if (!FULL) await json(`${url}/api/v1/public/campaigns/${measured.id}/stop`, { method: 'POST', headers: big.auth, body: '{}' });
-    const materialise = {
-      rows: sent.total_recipients,
-      raw_insert_select_ms: Math.round(rawMs),
-      service_send_ms: Math.round(serviceMs),
-      ratio_to_raw: Math.round((rawMs / serviceMs) * 100) / 100,
-      target_ratio: 0.8,
-    };
-    console.log(`campaigns materialise: ${sent.total_recipients} recipients in ${Math.round(serviceMs)} ms through POST /send vs raw INSERT ... SELECT ${Math.round(rawMs)} ms = ${materialise.ratio_to_raw}`);
+    if (big) {
+      const stopMeasuring = measuring();
+      await seed(database, big.id, CONTACTS, 0, 'all');
+      const rawCampaign = await createCampaign(big, 'all');
+      // The raw baseline writes the same rows as the service, ids by the same uuid_v7().
+      const rawStarted = performance.now();
+      await sql`
+        INSERT INTO campaign_recipients (id, tenant_id, campaign_id, contact_id, phone)
+        SELECT uuid_v7(), c.tenant_id, ${rawCampaign.id}::uuid, c.id, c.phone FROM contacts c
+        WHERE c.tenant_id = ${big.id}::uuid AND c.deleted_at IS NULL AND (c.tags && ARRAY['all']::text[] OR c.source = ANY(ARRAY[]::text[]))
+        ON CONFLICT (campaign_id, phone) DO NOTHING`.execute(database.db);
+      const rawMs = performance.now() - rawStarted;
+      await sql`DELETE FROM campaign_recipients WHERE campaign_id = ${rawCampaign.id}::uuid`.execute(database.db);
+      await sql`VACUUM campaign_recipients`.execute(database.db);
+      const measured = await createCampaign(big, 'all');
+      // Paused at once below, so the materialising request is what is timed (dispatch is measured next).
+      const sendStarted = performance.now();
+      const sent = await json(`${url}/api/v1/public/campaigns/${measured.id}/send`, { method: 'POST', headers: big.auth, body: '{}' });
+      const serviceMs = performance.now() - sendStarted;
+      if (!FULL) await json(`${url}/api/v1/public/campaigns/${measured.id}/stop`, { method: 'POST', headers: big.auth, body: '{}' });
+      const materialise = {
+        rows: sent.total_recipients,
+        raw_insert_select_ms: Math.round(rawMs),
+        service_send_ms: Math.round(serviceMs),
+        ratio_to_raw: Math.round((rawMs / serviceMs) * 100) / 100,
+        target_ratio: 0.8,
+        measured: stopMeasuring(),
+      };
+      result.materialise = materialise;
+      console.log(`campaigns materialise: ${sent.total_recipients} recipients in ${Math.round(serviceMs)} ms through POST /send vs raw INSERT ... SELECT ${Math.round(rawMs)} ms = ${materialise.ratio_to_raw}`);
 
-    let full: object | undefined;
-    if (FULL) {
-      const final = await waitFinal(big, measured.id, CONTACTS, 3 * 3600_000);
-      full = { recipients: final.total_recipients, duration_s: Math.round((Date.now() - new Date(final.started_at).getTime()) / 1000), service_peak_rss_mb: peakRssMb(service.pid!) };
+      if (FULL) {
+        const final = await waitFinal(big, measured.id, CONTACTS, 3 * 3600_000);
+        result.full_1m = { recipients: final.total_recipients, duration_s: Math.round((Date.now() - new Date(final.started_at).getTime()) / 1000), service_peak_rss_mb: peakRssMb(service.pid!) };
+      }
     }
 
     // 2. Dispatch 100,000 from one number at 1,000/s.
-    await seed(database, paced.id, DISPATCH, 1_000_000, 'all');
-    const pacedCampaign = await createCampaign(paced, 'all');
-    const cpu0 = await cpuSnapshot();
-    const t0 = Date.now();
-    await json(`${url}/api/v1/public/campaigns/${pacedCampaign.id}/send`, { method: 'POST', headers: paced.auth, body: '{}' });
-    const answered = Date.now();
-    const final = await waitFinal(paced, pacedCampaign.id, DISPATCH, 30 * 60_000);
-    const elapsedS = (Date.now() - t0) / 1000;
-    const cpu1 = await cpuSnapshot();
-    const pacedPhones = new Set(Array.from({ length: DISPATCH }, (_, g) => `1415${String(2000000 + 1_000_000 + g).padStart(7, '0')}`));
-    const sends = (await json(`${sandboxUrl}/__sandbox/sends`)).data as { to: string; at: string }[];
-    const sendTimes = sends.filter((s) => pacedPhones.has(s.to.replace(/^\+/, ''))).map((s) => new Date(s.at).getTime());
-    const sorted = [...sendTimes].sort((a, b) => a - b);
-    const perSecond = new Map<number, number>();
-    for (const t of sorted) perSecond.set(Math.floor((t - sorted[0]) / 1000), (perSecond.get(Math.floor((t - sorted[0]) / 1000)) ?? 0) + 1);
-    const fullSeconds = [...perSecond.entries()].filter(([s]) => s < Math.floor((sorted.at(-1)! - sorted[0]) / 1000)).map(([, n]) => n).sort((a, b) => a - b);
-    const dispatch = {
-      recipients: final.total_recipients,
-      messages_per_second: 1000,
-      elapsed_s: Math.round(elapsedS * 10) / 10,
-      recipients_per_s: Math.round(DISPATCH / elapsedS),
-      busiest_second_sends: busiestSecond(sendTimes),
-      sends_seen_by_sandbox: sendTimes.length,
-      // Where the end-to-end time goes: until the first send, sending, and after the last send until stats were final.
-      timeline_s: {
-        first_send: Math.round((sorted[0] - t0) / 100) / 10,
-        // Of which POST /send (materialising the recipients) until it answered.
-        send_request: Math.round((answered - t0) / 100) / 10,
-        sending: Math.round((sorted.at(-1)! - sorted[0]) / 100) / 10,
-        after_last_send: Math.round((t0 + elapsedS * 1000 - sorted.at(-1)!) / 100) / 10,
-      },
-      sends_per_whole_second: { min: fullSeconds[0], median: fullSeconds[Math.floor(fullSeconds.length / 2)], max: fullSeconds.at(-1) },
-      stats: final.stats,
-      cpu_per_recipient: cpuPerRecipient(cpu0, cpu1, DISPATCH),
-      target_recipients_per_s: 950,
-    };
-    console.log(`campaigns dispatch: ${dispatch.recipients_per_s} recipients/s end to end at 1,000/s (busiest second ${dispatch.busiest_second_sends} sends), CPU ms/recipient ${JSON.stringify(dispatch.cpu_per_recipient)}`);
+    if (paced) {
+      const stopMeasuring = measuring();
+      await seed(database, paced.id, DISPATCH, 1_000_000, 'all');
+      const pacedCampaign = await createCampaign(paced, 'all');
+      const cpu0 = await cpuSnapshot();
+      const t0 = Date.now();
+      await json(`${url}/api/v1/public/campaigns/${pacedCampaign.id}/send`, { method: 'POST', headers: paced.auth, body: '{}' });
+      const answered = Date.now();
+      const progress: Progress[] = [];
+      const final = await waitFinal(paced, pacedCampaign.id, DISPATCH, 30 * 60_000, progress);
+      const end = Date.now();
+      const cpu1 = await cpuSnapshot();
+      const sendTimes = await sendTimesTo(phonesFrom(1_000_000, DISPATCH));
+      const { busiest_second_sends, ...profile } = sendProfile(sendTimes, t0, answered, end);
+      const dispatch = {
+        recipients: final.total_recipients,
+        messages_per_second: 1000,
+        elapsed_s: Math.round((end - t0) / 100) / 10,
+        recipients_per_s: Math.round(DISPATCH / ((end - t0) / 1000)),
+        busiest_second_sends,
+        ...profile,
+        tail: tail(progress, sendTimes, DISPATCH),
+        stats: final.stats,
+        cpu_per_recipient: cpuPerRecipient(cpu0, cpu1, DISPATCH),
+        target_recipients_per_s: 950,
+        measured: stopMeasuring(),
+      };
+      result.dispatch = dispatch;
+      console.log(`campaigns dispatch: ${dispatch.recipients_per_s} recipients/s end to end at 1,000/s (busiest second ${dispatch.busiest_second_sends} sends), CPU ms/recipient ${JSON.stringify(dispatch.cpu_per_recipient)}`);
+    }
 
-    // 3. The same audience size over four numbers at 1,000/s each (BENCH_UNPACED=0 skips it).
-    if (!UNPACED) return { materialise, dispatch, service_peak_rss_mb: peakRssMb(service.pid!), ...(full ? { full_1m: full } : {}) };
-    const share = Math.floor(DISPATCH / 4);
-    for (const [i, t] of four.entries()) await seed(database, t.id, share, 2_000_000 + i * share, 'all');
-    const campaigns = await Promise.all(four.map((t) => createCampaign(t, 'all')));
-    const work0 = await databaseWork();
-    const cpu2 = await cpuSnapshot();
-    const t2 = Date.now();
-    await Promise.all(four.map((t, i) => json(`${url}/api/v1/public/campaigns/${campaigns[i].id}/send`, { method: 'POST', headers: t.auth, body: '{}' })));
-    await Promise.all(four.map((t, i) => waitFinal(t, campaigns[i].id, share, 30 * 60_000)));
-    const unpacedS = (Date.now() - t2) / 1000;
-    const cpu3 = await cpuSnapshot();
-    const work1 = await databaseWork();
-    const dispatchUnpaced = {
-      recipients: share * 4,
-      phone_numbers: 4,
-      elapsed_s: Math.round(unpacedS * 10) / 10,
-      recipients_per_s: Math.round((share * 4) / unpacedS),
-      cpu_per_recipient: cpuPerRecipient(cpu2, cpu3, share * 4),
-      // From POST /send (materialising) to every callback applied and the stats final.
-      ...workPerRecipient(work0, work1, share * 4),
-      target_recipients_per_s: 2000,
-      target_postgres_cpu_ms: 0.3,
-    };
-    console.log(`campaigns dispatch_unpaced: ${dispatchUnpaced.recipients_per_s} recipients/s over 4 numbers, CPU ms/recipient ${JSON.stringify(dispatchUnpaced.cpu_per_recipient)}, ${dispatchUnpaced.statements_per_recipient} statements and ${dispatchUnpaced.rows_written_per_recipient} rows written per recipient`);
+    // 3. The same audience size over four numbers at 1,000/s each.
+    if (four.length > 0) {
+      const stopMeasuring = measuring();
+      const share = Math.floor(DISPATCH / 4);
+      for (const [i, t] of four.entries()) await seed(database, t.id, share, 2_000_000 + i * share, 'all');
+      const campaigns = await Promise.all(four.map((t) => createCampaign(t, 'all')));
+      const work0 = await databaseWork();
+      const cpu2 = await cpuSnapshot();
+      const t2 = Date.now();
+      await Promise.all(four.map((t, i) => json(`${url}/api/v1/public/campaigns/${campaigns[i].id}/send`, { method: 'POST', headers: t.auth, body: '{}' })));
+      await Promise.all(four.map((t, i) => waitFinal(t, campaigns[i].id, share, 30 * 60_000)));
+      const unpacedS = (Date.now() - t2) / 1000;
+      const cpu3 = await cpuSnapshot();
+      const work1 = await databaseWork();
+      const dispatchUnpaced = {
+        recipients: share * 4,
+        phone_numbers: 4,
+        elapsed_s: Math.round(unpacedS * 10) / 10,
+        recipients_per_s: Math.round((share * 4) / unpacedS),
+        cpu_per_recipient: cpuPerRecipient(cpu2, cpu3, share * 4),
+        // From POST /send (materialising) to every callback applied and the stats final.
+        ...workPerRecipient(work0, work1, share * 4),
+        target_recipients_per_s: 2000,
+        target_postgres_cpu_ms: 0.3,
+        measured: stopMeasuring(),
+      };
+      result.dispatch_unpaced = dispatchUnpaced;
+      console.log(`campaigns dispatch_unpaced: ${dispatchUnpaced.recipients_per_s} recipients/s over 4 numbers, CPU ms/recipient ${JSON.stringify(dispatchUnpaced.cpu_per_recipient)}, ${dispatchUnpaced.statements_per_recipient} statements and ${dispatchUnpaced.rows_written_per_recipient} rows written per recipient`);
+    }
+    if (big || paced || four.length > 0) result.service_peak_rss_mb = peakRssMb(service.pid!);
 
-    return {
-      configuration: 'service defaults (ROLE=all, batch_size 50, CAMPAIGN_POLL_MS 100, PACING_HORIZON_MS 1000, CAMPAIGN_MAX_BATCHES 64)',
-      materialise,
-      dispatch,
-      dispatch_unpaced: dispatchUnpaced,
-      service_peak_rss_mb: peakRssMb(service.pid!),
-      ...(full ? { full_1m: full } : {}),
-    };
+    // 4. The dispatch audience from one number at 1,000/s over three ROLE=worker processes beside a
+    // ROLE=api one (no workers in it), which replaces the ROLE=all process on the same port, so the
+    // sandbox's callbacks reach it.
+    if (multi) {
+      const stopMeasuring = measuring();
+      await stopProcess(service);
+      service = await startProcess('dist/server.js', { ...serviceEnv, PORT: String(port), ROLE: 'api' }, `${url}/healthz`);
+      for (let i = 0; i < WORKERS; i++) {
+        const metricsPort = await freePort();
+        const metricsUrl = `http://127.0.0.1:${metricsPort}/metrics`;
+        const worker = await startProcess('dist/server.js', { ...serviceEnv, ROLE: 'worker', METRICS_PORT: String(metricsPort) }, metricsUrl);
+        workers.push({ pid: worker.pid!, metricsUrl, stop: () => stopProcess(worker) });
+      }
+      await seed(database, multi.id, DISPATCH, 3_000_000, 'all');
+      const multiCampaign = await createCampaign(multi, 'all');
+      const own = { api: [service.pid!], ...Object.fromEntries(workers.map((w, i) => [`worker_${i + 1}`, [w.pid]])) };
+      const sends0 = await Promise.all(workers.map((w) => campaignSends(w.metricsUrl)));
+      const cpu0 = await cpuSnapshot(own);
+      const t0 = Date.now();
+      await json(`${url}/api/v1/public/campaigns/${multiCampaign.id}/send`, { method: 'POST', headers: multi.auth, body: '{}' });
+      const answered = Date.now();
+      const progress: Progress[] = [];
+      const final = await waitFinal(multi, multiCampaign.id, DISPATCH, 30 * 60_000, progress);
+      const end = Date.now();
+      const cpu1 = await cpuSnapshot(own);
+      const sends1 = await Promise.all(workers.map((w) => campaignSends(w.metricsUrl)));
+      const sendTimes = await sendTimesTo(phonesFrom(3_000_000, DISPATCH));
+      const { busiest_second_sends, ...profile } = sendProfile(sendTimes, t0, answered, end);
+      const cpu = cpuPerRecipient(cpu0, cpu1, DISPATCH);
+      const workersMs = workers.reduce((sum, _, i) => sum + cpu[`worker_${i + 1}_ms`], 0);
+      const dispatchMulti = {
+        recipients: final.total_recipients,
+        messages_per_second: 1000,
+        processes: `1 ROLE=api, ${WORKERS} ROLE=worker`,
+        elapsed_s: Math.round((end - t0) / 100) / 10,
+        recipients_per_s: Math.round(DISPATCH / ((end - t0) / 1000)),
+        busiest_second_sends,
+        ...profile,
+        tail: tail(progress, sendTimes, DISPATCH),
+        // Each worker's campaign_sends_total over the run: one owns the number at a time.
+        sends_per_worker: sends1.map((n, i) => n - sends0[i]),
+        stats: final.stats,
+        cpu_per_recipient: {
+          ...cpu,
+          workers_ms: Math.round(workersMs * 1000) / 1000,
+          // API and workers together, to set beside dispatch's one ROLE=all process.
+          service_ms: Math.round((workersMs + cpu.api_ms) * 1000) / 1000,
+        },
+        peak_rss_mb: Object.fromEntries(Object.entries(own).map(([k, [pid]]) => [k, peakRssMb(pid)])),
+        target_recipients_per_s: 950,
+        target_busiest_second_sends: 1000,
+        measured: stopMeasuring(),
+      };
+      result.dispatch_multi = dispatchMulti;
+      console.log(`campaigns dispatch_multi: ${dispatchMulti.recipients_per_s} recipients/s end to end at 1,000/s over ${WORKERS} workers (busiest second ${busiest_second_sends} sends, sends per worker ${dispatchMulti.sends_per_worker.join('/')}), CPU ms/recipient ${JSON.stringify(dispatchMulti.cpu_per_recipient)}`);
+    }
+    return result;
   } finally {
     await database.close();
+    for (const worker of workers) await worker.stop();
     await stopProcess(service);
     await stopProcess(sandbox);
     await fresh.drop();

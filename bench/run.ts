@@ -1,4 +1,4 @@
-import { mkdirSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -11,9 +11,14 @@ mkdirSync(resultsDir, { recursive: true });
 
 for (const name of selected) {
   if (!all.includes(name)) throw new Error(`unknown benchmark "${name}"; choose from ${all.join(', ')}`);
-  const { run } = (await import(`./${name}.ts`)) as { run: () => Promise<Record<string, unknown>> };
-  const result = { benchmark: name, at: new Date().toISOString(), ...(await run()) };
-  writeFileSync(join(resultsDir, `${name}.json`), JSON.stringify(result, null, 2) + '\n');
+  const { run, partial } = (await import(`./${name}.ts`)) as { run: () => Promise<Record<string, unknown>>; partial?: () => boolean };
+  const file = join(resultsDir, `${name}.json`);
+  const measured = await run();
+  // A run of some phases only replaces their keys; the rest (and the top-level `at`) stay the last full run's.
+  const result = partial?.() && existsSync(file)
+    ? { ...JSON.parse(readFileSync(file, 'utf8')), ...measured }
+    : { benchmark: name, at: new Date().toISOString(), ...measured };
+  writeFileSync(file, JSON.stringify(result, null, 2) + '\n');
   console.log(`wrote bench/results/${name}.json`);
 }
 process.exit(0);
