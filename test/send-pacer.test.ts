@@ -11,13 +11,16 @@ function pacerRules(name: string, make: () => SendPacer) {
     it('hands out slots 1/rate apart, at most the horizon ahead', async () => {
       const pacer = make();
       const id = number();
+      const asked = performance.now();
       const first = await pacer.reserve(id, 50, 100);
       expect(first.intervalMs).toBeCloseTo(10, 5);
-      // 500 ms horizon at 100/s: 50 slots fit, the next reservation gets what is left of the horizon.
+      // 500 ms horizon at 100/s: 50 slots fit, the next reservation gets what is left of the horizon:
+      // one slot per 10 ms gone since the first was asked for (a loaded machine takes longer), and no more.
       expect(first.granted).toBe(50);
       const second = await pacer.reserve(id, 50, 100);
+      const elapsed = performance.now() - asked;
       expect(second.startAt).toBeGreaterThanOrEqual(first.startAt + 50 * 10 - 5);
-      expect(second.granted).toBeLessThanOrEqual(2);
+      expect(second.granted).toBeLessThanOrEqual(2 + Math.ceil(elapsed / 10));
     });
 
     it('grants whole multiples of `unit` and keeps the rest; a unit never exceeds `want` or what the horizon holds', async () => {
