@@ -19,7 +19,8 @@ function pacerRules(name: string, make: () => SendPacer) {
       expect(first.granted).toBe(50);
       const second = await pacer.reserve(id, 50, 100);
       const elapsed = performance.now() - asked;
-      expect(second.startAt).toBeGreaterThanOrEqual(first.startAt + 50 * 10 - 5);
+      // Less than a slot short (the Redis clock offset may be refined between two replies): no overlap.
+      expect(second.startAt).toBeGreaterThan(first.startAt + 50 * 10 - 10);
       expect(second.granted).toBeLessThanOrEqual(2 + Math.ceil(elapsed / 10));
     });
 
