@@ -365,7 +365,8 @@ describe.skipIf(hasPostgres)('the web console in Chromium (embedded default only
       for (const [name, hash, heading] of pages) {
         // In-app navigation (no reload), as a person moves between pages.
         await page.evaluate((h) => { (globalThis as any).location.hash = h; }, hash);
-        await page.getByRole('heading', { name: heading, level: 1 }).waitFor();
+        // A loaded machine (CI runs two files at once) can take over 10 s to fill a page.
+        await page.getByRole('heading', { name: heading, level: 1 }).waitFor({ timeout: 30_000 });
         await (loaded[name] ?? ((p: Page) => p.locator('main table').first().waitFor()))(page);
         await page.screenshot({ path: join(SHOTS, `${name}-${width}.png`), fullPage: true });
         // Nothing wider than the phone: the layout holds at 390 px.
@@ -374,5 +375,5 @@ describe.skipIf(hasPostgres)('the web console in Chromium (embedded default only
       }
     }
     await page.context().close();
-  }, 60_000);
+  }, 180_000);
 });
