@@ -50,9 +50,11 @@ const CONFIRM_EVERY_MS = 200;
 const CONFIRM_TIMEOUT_MS = 2000;
 /**
  * A process that stops asking (stopped, hung, its event loop blocked) loses its session, and so its
- * locks, after this long: a stopped worker cannot hold its numbers for ever.
+ * locks, after this long: a stopped worker cannot hold its numbers for ever. Longer than the
+ * keepalive's 25 s, so a short network cut does not hand its numbers over while sends it issued
+ * before the cut may still be on their way (they would land in the new owner's seconds).
  */
-const IDLE_SESSION_TIMEOUT = '10s';
+const IDLE_SESSION_TIMEOUT = '30s';
 
 /** 31 bits of the id's hash: non-negative, so it reads the same as an int4 argument and as pg_locks.objid (an oid). */
 export function livenessLockKey(processId: string): number {
