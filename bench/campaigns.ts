@@ -231,6 +231,38 @@ export async function run(): Promise<object> {
     }));
 
   /**
+   * The dispatch audience sent from one number at 1,000/s, from POST /send until every callback is
+   * in: what `dispatch` and `dispatch_multi` both report, with the CPU per recipient of `own`.
+   */
+  async function dispatchFromOneNumber(t: Tenant, firstPhone: number, own?: Record<string, number[]>) {
+    await seed(database, t.id, DISPATCH, firstPhone, 'all');
+    const campaign = await createCampaign(t, 'all');
+    const cpu0 = await cpuSnapshot(own);
+    const t0 = Date.now();
+    await json(`${url}/api/v1/public/campaigns/${campaign.id}/send`, { method: 'POST', headers: t.auth, body: '{}' });
+    const answered = Date.now();
+    const progress: Progress[] = [];
+    const final = await waitFinal(t, campaign.id, DISPATCH, 30 * 60_000, progress);
+    const end = Date.now();
+    const cpu1 = await cpuSnapshot(own);
+    const sendTimes = await sendTimesTo(phonesFrom(firstPhone, DISPATCH));
+    const { busiest_second_sends, ...profile } = sendProfile(sendTimes, t0, answered, end);
+    return {
+      run: {
+        recipients: final.total_recipients,
+        messages_per_second: 1000,
+        elapsed_s: Math.round((end - t0) / 100) / 10,
+        recipients_per_s: Math.round(DISPATCH / ((end - t0) / 1000)),
+        busiest_second_sends,
+        ...profile,
+        tail: tail(progress, sendTimes, DISPATCH),
+        stats: final.stats,
+      },
+      cpu: cpuPerRecipient(cpu0, cpu1, DISPATCH),
+    };
+  }
+
+  /**
    * The service's statements (its db_statements_total) and the rows written in this run's database
    * (inserted, updated, deleted: pg_stat_user_tables, which backends report within about a second).
    */
@@ -298,31 +330,8 @@ export async function run(): Promise<object> {
     // 2. Dispatch 100,000 from one number at 1,000/s.
     if (paced) {
       const stopMeasuring = measuring();
-      await seed(database, paced.id, DISPATCH, 1_000_000, 'all');
-      const pacedCampaign = await createCampaign(paced, 'all');
-      const cpu0 = await cpuSnapshot();
-      const t0 = Date.now();
-      await json(`${url}/api/v1/public/campaigns/${pacedCampaign.id}/send`, { method: 'POST', headers: paced.auth, body: '{}' });
-      const answered = Date.now();
-      const progress: Progress[] = [];
-      const final = await waitFinal(paced, pacedCampaign.id, DISPATCH, 30 * 60_000, progress);
-      const end = Date.now();
-      const cpu1 = await cpuSnapshot();
-      const sendTimes = await sendTimesTo(phonesFrom(1_000_000, DISPATCH));
-      const { busiest_second_sends, ...profile } = sendProfile(sendTimes, t0, answered, end);
-      const dispatch = {
-        recipients: final.total_recipients,
-        messages_per_second: 1000,
-        elapsed_s: Math.round((end - t0) / 100) / 10,
-        recipients_per_s: Math.round(DISPATCH / ((end - t0) / 1000)),
-        busiest_second_sends,
-        ...profile,
-        tail: tail(progress, sendTimes, DISPATCH),
-        stats: final.stats,
-        cpu_per_recipient: cpuPerRecipient(cpu0, cpu1, DISPATCH),
-        target_recipients_per_s: 950,
-        measured: stopMeasuring(),
-      };
+      const { run: sent, cpu } = await dispatchFromOneNumber(paced, 1_000_000);
+      const dispatch = { ...sent, cpu_per_recipient: cpu, target_recipients_per_s: 950, measured: stopMeasuring() };
       result.dispatch = dispatch;
       console.log(`campaigns dispatch: ${dispatch.recipients_per_s} recipients/s end to end at 1,000/s (busiest second ${dispatch.busiest_second_sends} sends), CPU ms/recipient ${JSON.stringify(dispatch.cpu_per_recipient)}`);
     }
@@ -371,35 +380,16 @@ export async function run(): Promise<object> {
         const worker = await startProcess('dist/server.js', { ...serviceEnv, ROLE: 'worker', METRICS_PORT: String(metricsPort) }, metricsUrl);
         workers.push({ pid: worker.pid!, metricsUrl, stop: () => stopProcess(worker) });
       }
-      await seed(database, multi.id, DISPATCH, 3_000_000, 'all');
-      const multiCampaign = await createCampaign(multi, 'all');
       const own = { api: [service.pid!], ...Object.fromEntries(workers.map((w, i) => [`worker_${i + 1}`, [w.pid]])) };
       const sends0 = await Promise.all(workers.map((w) => campaignSends(w.metricsUrl)));
-      const cpu0 = await cpuSnapshot(own);
-      const t0 = Date.now();
-      await json(`${url}/api/v1/public/campaigns/${multiCampaign.id}/send`, { method: 'POST', headers: multi.auth, body: '{}' });
-      const answered = Date.now();
-      const progress: Progress[] = [];
-      const final = await waitFinal(multi, multiCampaign.id, DISPATCH, 30 * 60_000, progress);
-      const end = Date.now();
-      const cpu1 = await cpuSnapshot(own);
+      const { run: sent, cpu } = await dispatchFromOneNumber(multi, 3_000_000, own);
       const sends1 = await Promise.all(workers.map((w) => campaignSends(w.metricsUrl)));
-      const sendTimes = await sendTimesTo(phonesFrom(3_000_000, DISPATCH));
-      const { busiest_second_sends, ...profile } = sendProfile(sendTimes, t0, answered, end);
-      const cpu = cpuPerRecipient(cpu0, cpu1, DISPATCH);
       const workersMs = workers.reduce((sum, _, i) => sum + cpu[`worker_${i + 1}_ms`], 0);
       const dispatchMulti = {
-        recipients: final.total_recipients,
-        messages_per_second: 1000,
+        ...sent,
         processes: `1 ROLE=api, ${WORKERS} ROLE=worker`,
-        elapsed_s: Math.round((end - t0) / 100) / 10,
-        recipients_per_s: Math.round(DISPATCH / ((end - t0) / 1000)),
-        busiest_second_sends,
-        ...profile,
-        tail: tail(progress, sendTimes, DISPATCH),
         // Each worker's campaign_sends_total over the run: one owns the number at a time.
         sends_per_worker: sends1.map((n, i) => n - sends0[i]),
-        stats: final.stats,
         cpu_per_recipient: {
           ...cpu,
           workers_ms: Math.round(workersMs * 1000) / 1000,
@@ -412,7 +402,7 @@ export async function run(): Promise<object> {
         measured: stopMeasuring(),
       };
       result.dispatch_multi = dispatchMulti;
-      console.log(`campaigns dispatch_multi: ${dispatchMulti.recipients_per_s} recipients/s end to end at 1,000/s over ${WORKERS} workers (busiest second ${busiest_second_sends} sends, sends per worker ${dispatchMulti.sends_per_worker.join('/')}), CPU ms/recipient ${JSON.stringify(dispatchMulti.cpu_per_recipient)}`);
+      console.log(`campaigns dispatch_multi: ${dispatchMulti.recipients_per_s} recipients/s end to end at 1,000/s over ${WORKERS} workers (busiest second ${dispatchMulti.busiest_second_sends} sends, sends per worker ${dispatchMulti.sends_per_worker.join('/')}), CPU ms/recipient ${JSON.stringify(dispatchMulti.cpu_per_recipient)}`);
     }
     return result;
   } finally {
