@@ -30,6 +30,41 @@ describeOnPostgresServer('several worker processes on one database')('worker pro
     }
   };
 
+  /**
+   * Waits for the campaign to complete and checks every recipient was sent exactly once; returns
+   * the sandbox's sends.
+   */
+  const expectEachSentOnce = async (campaignId: string, recipients: number, timeoutMs: number) => {
+    const final = await drill!.completed(campaignId, timeoutMs);
+    const sends = await drill!.sends();
+    const perPhone = sendsPerPhone(sends);
+    expect([...perPhone].filter(([, n]) => n > 1)).toEqual([]);
+    expect(perPhone.size).toBe(recipients);
+    expect(final.stats).toMatchObject({ total: recipients, sent: recipients, failed: 0, pending: 0 });
+    return sends;
+  };
+  /**
+   * One worker (the owner) sending a 30 s campaign with claims reaching 4 s ahead, a second worker
+   * up beside it; returns once the owner holds ten claims slotted past the fence (1.25 s after the
+   * next owner takes the number, itself up to a second after a fault on a loaded machine): claims
+   * the owner can never have sent when it stops.
+   */
+  const ownerWithClaimsAhead = async (prefix: string) => {
+    const recipients = 30 * RATE;
+    const processes = drill = await startWorkerProcesses(prefix, { UPSTREAM_TIMEOUT_MS: '2000', PACING_HORIZON_MS: '4000', CAMPAIGN_LEASE_MS: '10000', SEND_RECONCILE_MS: '3000' });
+    const owner = processes.startWorker();
+    await waitForProcesses(2);
+    const campaign = await processes.startCampaign(recipients, RATE, 10);
+    await waitForSends(RATE);
+    processes.startWorker();
+    await waitForProcesses(3);
+    let ahead: { id: string; claimed_by: string }[] = [];
+    for (let i = 0; ahead.length < 10 && i < 1000; i++) {
+      ahead = await processes.query(`SELECT id, claimed_by FROM campaign_recipients WHERE status = 'sending' AND send_at > now() + interval '2800 milliseconds'`);
+    }
+    return { processes, owner, campaign, recipients, ahead };
+  };
+
   it(`three workers, one started late, then two stopped for 1.5 s in turn: no second at the sandbox carries more than ${RATE}, end to end near the rate, everyone is sent once`, { timeout: 180_000 }, async () => {
     const recipients = 16 * RATE;
     drill = await startWorkerProcesses('msvc_multi_pace', { UPSTREAM_TIMEOUT_MS: '2000', PACING_HORIZON_MS: '200', CAMPAIGN_LEASE_MS: '2500', SEND_RECONCILE_MS: '3000' });
@@ -47,47 +82,25 @@ describeOnPostgresServer('several worker processes on one database')('worker pro
       await sleep(1000);
     }
 
-    const final = await drill.completed(campaign.id, 120_000);
-    const sends = await drill.sends();
-    const perPhone = sendsPerPhone(sends);
-    expect([...perPhone].filter(([, n]) => n > 1)).toEqual([]);
-    expect(perPhone.size).toBe(recipients);
-    expect(final.stats).toMatchObject({ total: recipients, sent: recipients, failed: 0, pending: 0 });
+    const sends = await expectEachSentOnce(campaign.id, recipients, 120_000);
     const times = sends.map((s) => new Date(s.at).getTime()).sort((a, b) => a - b);
-    expect(busiestSecond(times)).toBeLessThanOrEqual(RATE);
+    expect(busiestSecond(times).sends).toBeLessThanOrEqual(RATE);
     // Before the stops, with the third worker started meanwhile: far from the collapse of a design
     // that drops late sends (3.6-9.1/s of 20).
     const perSecond = (8 * RATE - 1) / ((times[8 * RATE - 1] - times[0]) / 1000);
-    console.log(`three workers on one number at ${RATE}/s: ${perSecond.toFixed(1)}/s end to end before the stops, busiest second ${busiestSecond(times)}`);
+    console.log(`three workers on one number at ${RATE}/s: ${perSecond.toFixed(1)}/s end to end before the stops, busiest second ${busiestSecond(times).sends}`);
     expect(perSecond).toBeGreaterThan(0.75 * RATE);
   });
 
   it('a SIGKILLed owner\'s claims it had not sent go back to pending within seconds; each recipient is sent once', { timeout: 180_000 }, async () => {
-    // Long enough to outlast the second worker's start.
-    const recipients = 30 * RATE;
-    // Claims reach 4 s ahead, so the owner holds many it has not sent yet when it dies.
-    drill = await startWorkerProcesses('msvc_multi_kill', { UPSTREAM_TIMEOUT_MS: '2000', PACING_HORIZON_MS: '4000', CAMPAIGN_LEASE_MS: '10000', SEND_RECONCILE_MS: '3000' });
-    const owner = drill.startWorker();
-    await waitForProcesses(2);
-    const campaign = await drill.startCampaign(recipients, RATE, 10);
-    await waitForSends(RATE);
-    drill.startWorker();
-    await waitForProcesses(3);
-
-    // Slotted past the fence (1.25 s after the next owner takes the number, itself up to a second
-    // after the kill on a loaded machine): its owner can never have sent them. Killed as soon as it
-    // holds ten such claims.
-    let unsent: { id: string; claimed_by: string }[] = [];
-    for (let i = 0; unsent.length < 10 && i < 1000; i++) {
-      unsent = await drill.query(`SELECT id, claimed_by FROM campaign_recipients WHERE status = 'sending' AND send_at > now() + interval '2800 milliseconds'`);
-    }
+    const { processes, owner, campaign, recipients, ahead: unsent } = await ownerWithClaimsAhead('msvc_multi_kill');
     owner.child.kill('SIGKILL');
     const killedAt = Date.now();
     await owner.exited;
     expect(unsent.length).toBeGreaterThanOrEqual(10);
     let back = -1;
     for (let i = 0; i < 200; i++) {
-      const [{ held }] = await drill.query<{ held: number }>(`SELECT count(*)::int AS held FROM campaign_recipients WHERE id = ANY($1::uuid[]) AND status = 'sending' AND claimed_by = $2::uuid`, [unsent.map((r) => r.id), unsent[0].claimed_by]);
+      const [{ held }] = await processes.query<{ held: number }>(`SELECT count(*)::int AS held FROM campaign_recipients WHERE id = ANY($1::uuid[]) AND status = 'sending' AND claimed_by = $2::uuid`, [unsent.map((r) => r.id), unsent[0].claimed_by]);
       if (held === 0) { back = Date.now() - killedAt; break; }
       await sleep(50);
     }
@@ -95,32 +108,17 @@ describeOnPostgresServer('several worker processes on one database')('worker pro
     expect(back).toBeGreaterThanOrEqual(0);
     expect(back).toBeLessThan(5000);
 
-    const final = await drill.completed(campaign.id, 120_000);
-    const perPhone = sendsPerPhone(await drill.sends());
-    expect([...perPhone].filter(([, n]) => n > 1)).toEqual([]);
-    expect(perPhone.size).toBe(recipients);
-    expect(final.stats).toMatchObject({ total: recipients, sent: recipients, failed: 0, pending: 0 });
+    await expectEachSentOnce(campaign.id, recipients, 120_000);
   });
 
   it('an owner stopped and cut off from the database while another takes its number over sends nothing it was not left when it runs again: each recipient once', { timeout: 180_000 }, async () => {
-    const recipients = 30 * RATE;
-    drill = await startWorkerProcesses('msvc_multi_fence', { UPSTREAM_TIMEOUT_MS: '2000', PACING_HORIZON_MS: '4000', CAMPAIGN_LEASE_MS: '10000', SEND_RECONCILE_MS: '3000' });
-    const owner = drill.startWorker();
-    await waitForProcesses(2);
-    const campaign = await drill.startCampaign(recipients, RATE, 10);
-    await waitForSends(RATE);
-    drill.startWorker();
-    await waitForProcesses(3);
-    const numberLock = async () => (await drill!.query<{ pid: number }>(`SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND granted AND classid = ${0x4e554d42} AND objsubid = 2`))[0]?.pid;
+    const { processes, owner, campaign, recipients } = await ownerWithClaimsAhead('msvc_multi_fence');
+    const numberLock = async () => (await processes.query<{ pid: number }>(`SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND granted AND classid = ${0x4e554d42} AND objsubid = 2`))[0]?.pid;
     const ownerBackend = await numberLock();
     // Stopped with claims slotted seconds ahead; the server drops its session (as a failover or a
     // network fault would) while it cannot notice.
-    for (let i = 0; i < 1000; i++) {
-      const [{ ahead }] = await drill.query<{ ahead: number }>(`SELECT count(*)::int AS ahead FROM campaign_recipients WHERE status = 'sending' AND send_at > now() + interval '2800 milliseconds'`);
-      if (ahead >= 10) break;
-    }
     owner.child.kill('SIGSTOP');
-    await drill.query('SELECT pg_terminate_backend($1)', [ownerBackend]);
+    await processes.query('SELECT pg_terminate_backend($1)', [ownerBackend]);
     for (let i = 0; (await numberLock()) === undefined || (await numberLock()) === ownerBackend; i++) {
       if (i > 400) throw new Error('nobody took the number over');
       await sleep(50);
@@ -128,10 +126,6 @@ describeOnPostgresServer('several worker processes on one database')('worker pro
     await sleep(1000);
     owner.child.kill('SIGCONT');
 
-    const final = await drill.completed(campaign.id, 150_000);
-    const perPhone = sendsPerPhone(await drill.sends());
-    expect([...perPhone].filter(([, n]) => n > 1)).toEqual([]);
-    expect(perPhone.size).toBe(recipients);
-    expect(final.stats).toMatchObject({ total: recipients, sent: recipients, failed: 0, pending: 0 });
+    await expectEachSentOnce(campaign.id, recipients, 150_000);
   });
 });

@@ -7,6 +7,7 @@ import { createDrillNetwork, probeNetns, type DrillNetwork } from './helpers/net
 import { pgClusterUnavailable, startPgCluster, type PgCluster } from './helpers/pg-cluster.ts';
 import { freePort, startServer, stopServer, waitForHttp, type ServerProcess } from './helpers/process.ts';
 import { hasRedisServer, startRedis, stopRedis } from './helpers/redis-server.ts';
+import { busiestSecond } from './helpers/worker-processes.ts';
 
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
 type Json = any;
@@ -45,17 +46,6 @@ const title = `API node + 3 worker nodes over veth links (${netemNote}): 20,000 
 const drill = unavailable
   ? (name: string, ...rest: unknown[]) => it.skip(`${name} [skipped: ${unavailable}]`, ...(rest as [() => void]))
   : it;
-
-/** The most sends that fall in any one-second window (sliding), and where it starts. */
-function busiestSecond(times: number[]): { sends: number; at: number } {
-  const sorted = [...times].sort((a, b) => a - b);
-  let best = { sends: 0, at: sorted[0] ?? 0 };
-  for (let i = 0, j = 0; i < sorted.length; i++) {
-    while (sorted[i] - sorted[j] >= 1000) j++;
-    if (i - j + 1 > best.sends) best = { sends: i - j + 1, at: sorted[j] };
-  }
-  return best;
-}
 
 const cleanups: (() => Promise<void> | void)[] = [];
 let passed = false;

@@ -118,13 +118,13 @@ export function sendsPerPhone(sends: LoggedSend[]): Map<string, number> {
   return perPhone;
 }
 
-/** The most sends whose arrival times fall in one sliding second. */
-export function busiestSecond(times: number[]): number {
+/** The most sends that fall in any one-second window (sliding), and where that window starts. */
+export function busiestSecond(times: number[]): { sends: number; at: number } {
   const sorted = [...times].sort((a, b) => a - b);
-  let most = 0;
+  let best = { sends: 0, at: sorted[0] ?? 0 };
   for (let i = 0, j = 0; i < sorted.length; i++) {
     while (sorted[i] - sorted[j] >= 1000) j++;
-    most = Math.max(most, i - j + 1);
+    if (i - j + 1 > best.sends) best = { sends: i - j + 1, at: sorted[j] };
   }
-  return most;
+  return best;
 }
