@@ -95,7 +95,11 @@ describe('campaigns: every upstream answer through the outcome model', () => {
     // Meta redelivers the first attempt's failure while a next attempt is on its way (its row has no
     // upstream id yet, so the callback matches by our id): stale, it must not send the recipient again.
     const [first] = await sendsTo(flaky);
-    const row = await recipient(id, flaky);
+    // The sandbox's own status callbacks of the second attempt all in (a late one would move the recipient on again).
+    const row = await eventually(async () => {
+      const r = await recipient(id, flaky);
+      return r.status === 'read' ? r : null;
+    }, 20_000);
     await t.deps.db.updateTable('campaigns').set({ status: 'RUNNING' }).where('id', '=', id).execute();
     await t.deps.db.updateTable('campaign_recipients').set({ status: 'sending', attempted_at: new Date() }).where('id', '=', row.id).execute();
     await t.deps.db.updateTable('messages').set({ upstream_message_id: null, status: 'accepted', status_rank: 0 }).where('id', '=', row.id).execute();
