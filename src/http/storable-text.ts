@@ -57,10 +57,24 @@ export function assertStorableText(input: unknown, loc: (string | number)[]): vo
  * characters dropped and unpaired surrogates replaced, in strings and object keys alike.
  */
 export function storable<T>(value: T): T {
-  if (typeof value === 'string') return value.replaceAll('\u0000', '').toWellFormed() as T;
-  if (Array.isArray(value)) return value.map(storable) as T;
+  // Nearly every callback is clean: it is checked without copying, and only a flawed one is rebuilt.
+  return needsRepair(value) ? repaired(value) : value;
+}
+
+function needsRepair(value: unknown): boolean {
+  if (typeof value === 'string') return flaw(value) !== null;
+  if (Array.isArray(value)) return value.some(needsRepair);
   if (value !== null && typeof value === 'object') {
-    return Object.fromEntries(Object.entries(value).map(([k, v]) => [storable(k), storable(v)])) as T;
+    for (const key of Object.keys(value)) if (flaw(key) !== null || needsRepair((value as Record<string, unknown>)[key])) return true;
+  }
+  return false;
+}
+
+function repaired<T>(value: T): T {
+  if (typeof value === 'string') return value.replaceAll('\u0000', '').toWellFormed() as T;
+  if (Array.isArray(value)) return value.map(repaired) as T;
+  if (value !== null && typeof value === 'object') {
+    return Object.fromEntries(Object.entries(value).map(([k, v]) => [repaired(k), repaired(v)])) as T;
   }
   return value;
 }

@@ -25,7 +25,23 @@ export async function findActiveAccount(db: Queryable, tenantId: string): Promis
 
 /** Decrypts the access token for one upstream call; never log the result. */
 export function toUpstreamAccount(account: ActiveAccount, secretsKey: Buffer): UpstreamAccount {
-  return { wabaId: account.wabaId, phoneNumberId: account.phoneNumberId, accessToken: decryptSecret(secretsKey, account.accessTokenEnc) };
+  return { wabaId: account.wabaId, phoneNumberId: account.phoneNumberId, accessToken: accessToken(secretsKey, account.accessTokenEnc) };
+}
+
+// Every send needs its account's token: each sealed token is opened once per key, not per send.
+const openedTokens = new WeakMap<Buffer, Map<string, string>>();
+const MAX_OPENED_TOKENS = 1000;
+
+function accessToken(secretsKey: Buffer, sealed: string): string {
+  let opened = openedTokens.get(secretsKey);
+  if (!opened) openedTokens.set(secretsKey, (opened = new Map()));
+  let token = opened.get(sealed);
+  if (token === undefined) {
+    token = decryptSecret(secretsKey, sealed);
+    if (opened.size >= MAX_OPENED_TOKENS) opened.clear();
+    opened.set(sealed, token);
+  }
+  return token;
 }
 
 /**

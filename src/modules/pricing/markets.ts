@@ -58,6 +58,20 @@ export function isMarketName(name: string): boolean {
 
 /** The country (ISO 3166 alpha-2, libphonenumber's region) a phone number is priced as, or null. */
 export function countryOf(phone: string): string | null {
+  // Each message's statuses ask about its number again; parsing is the costly part.
+  let country = countries.get(phone);
+  if (country === undefined) {
+    country = parsedCountryOf(phone);
+    if (countries.size >= MAX_REMEMBERED_PHONES) countries.clear();
+    countries.set(phone, country);
+  }
+  return country;
+}
+
+const countries = new Map<string, string | null>();
+const MAX_REMEMBERED_PHONES = 10_000;
+
+function parsedCountryOf(phone: string): string | null {
   const parsed = parsePhoneNumberFromString(phone);
   if (!parsed) return null;
   if (parsed.country && listed.has(parsed.country)) return parsed.country;
