@@ -1,6 +1,6 @@
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { FIRST_ID, campaignQueue, type RunningCampaign } from '../src/modules/campaigns/campaigns.queue.ts';
+import { FIRST_ID, campaignQueue, type ClaimedRecipient, type RunningCampaign } from '../src/modules/campaigns/campaigns.queue.ts';
 import { call, eventually, itOnPostgresServer, type TestTenant } from './helpers/app.ts';
 import { CAMPAIGN_ENV, createContacts, someContacts, uniqueTag } from './helpers/campaigns.ts';
 import { stopLeftovers } from './helpers/campaigns-api.ts';
@@ -50,10 +50,11 @@ describe('campaign recipient queue', () => {
   /** Claims every recipient of the campaign and writes their message rows, as a dispatcher's batch does. */
   async function claimAndRecord(tenant: TestTenant, campaignId: string, leaseMs = 60_000) {
     const claimed = await campaignQueue.claim(t.deps.db, campaignId, 1_000, leaseMs);
-    await campaignQueue.recordAttempts(t.deps.db, tenant.id, await campaignRow(tenant, campaignId),
-      claimed.map((r) => ({ id: r.id, contactId: r.contact_id, to: r.phone, components: [] })));
+    await campaignQueue.recordAttempts(t.deps.db, tenant.id, await campaignRow(tenant, campaignId), null,
+      claimed.map((r) => ({ id: r.id, contactId: r.contact_id, to: r.phone, components: [], attempts: r.attempts })));
     return claimed.sort((a, b) => a.id.localeCompare(b.id));
   }
+  const attemptsOf = (claimed: ClaimedRecipient[]) => claimed.map((r) => ({ id: r.id, contactId: r.contact_id, to: r.phone, components: [], attempts: r.attempts }));
   const recipient = (id: string) => t.deps.db.selectFrom('campaign_recipients').selectAll().where('id', '=', id).executeTakeFirstOrThrow();
   const message = (id: string) => t.deps.db.selectFrom('messages').selectAll().where('id', '=', id).executeTakeFirst();
   const truth = async (id: string) => {
@@ -94,7 +95,7 @@ describe('campaign recipient queue', () => {
 
   it('recordAttempts writes one accepted message row per send with the recipient\'s id; an empty batch writes nothing', async () => {
     const { tenant, ids: [id] } = await campaignsOf(2);
-    await campaignQueue.recordAttempts(t.deps.db, tenant.id, await campaignRow(tenant, id), []);
+    await campaignQueue.recordAttempts(t.deps.db, tenant.id, await campaignRow(tenant, id), null, []);
     const [r1, r2] = await claimAndRecord(tenant, id);
     for (const r of [r1, r2]) {
       expect(await message(r.id)).toMatchObject({ tenant_id: tenant.id, campaign_id: id, callback_data: r.id, to_phone: r.phone, status: 'accepted', upstream_message_id: null });
@@ -143,7 +144,7 @@ describe('campaign recipient queue', () => {
     const mine = '00000000-0000-4000-8000-00000000000a';
     const theirs = '00000000-0000-4000-8000-00000000000b';
     const claimed = (await campaignQueue.claim(t.deps.db, id, 10, 60_000, FIRST_ID, false, { by: mine, startAt: Date.now(), intervalMs: 100 })).sort((a, b) => a.id.localeCompare(b.id));
-    await campaignQueue.recordAttempts(t.deps.db, tenant.id, await campaignRow(tenant, id), claimed.map((r) => ({ id: r.id, contactId: r.contact_id, to: r.phone, components: [] })));
+    await campaignQueue.recordAttempts(t.deps.db, tenant.id, await campaignRow(tenant, id), mine, attemptsOf(claimed));
     const [stays, claimedAgain, goes] = claimed;
     // One was taken over and claimed by another process since; one was claimed again by this one.
     await t.deps.db.updateTable('campaign_recipients').set({ claimed_by: theirs }).where('id', '=', stays.id).execute();
@@ -163,7 +164,7 @@ describe('campaign recipient queue', () => {
     const me = '00000000-0000-4000-8000-0000000000e1';
     // Slots 3 s apart from now: 0, 3, 6, 9, 12, 15 s ahead.
     const claimed = (await campaignQueue.claim(t.deps.db, id, 10, 60_000, FIRST_ID, false, { by: dead, startAt: Date.now(), intervalMs: 3000 })).sort((a, b) => a.id.localeCompare(b.id));
-    await campaignQueue.recordAttempts(t.deps.db, tenant.id, await campaignRow(tenant, id), claimed.map((r) => ({ id: r.id, contactId: r.contact_id, to: r.phone, components: [] })));
+    await campaignQueue.recordAttempts(t.deps.db, tenant.id, await campaignRow(tenant, id), dead, attemptsOf(claimed));
     await t.deps.db.updateTable('campaign_recipients').set({ claimed_by: alive }).where('id', '=', claimed[5].id).execute();
     await t.deps.db.updateTable('campaign_recipients').set({ claimed_by: me }).where('id', '=', claimed[4].id).execute();
     const asked: string[][] = [];
@@ -174,6 +175,37 @@ describe('campaign recipient queue', () => {
     expect((await Promise.all(claimed.map((r) => recipient(r.id)))).map((r) => r.status)).toEqual(['sending', 'pending', 'pending', 'pending', 'sending', 'sending']);
     expect(await message(claimed[1].id)).toBeUndefined();
     expect(await message(claimed[0].id)).toBeDefined();
+  });
+
+  it('recordAttempts writes rows only for recipients still held by the claim, and says which: not one taken over, not one put back', async () => {
+    const { tenant, ids: [id] } = await campaignsOf(3);
+    const mine = '00000000-0000-4000-8000-00000000001a';
+    const claimed = (await campaignQueue.claim(t.deps.db, id, 10, 60_000, FIRST_ID, false, { by: mine, startAt: Date.now(), intervalMs: 100 })).sort((a, b) => a.id.localeCompare(b.id));
+    const [takenOver, putBack, kept] = claimed;
+    await t.deps.db.updateTable('campaign_recipients').set({ claimed_by: '00000000-0000-4000-8000-00000000001b' }).where('id', '=', takenOver.id).execute();
+    await t.deps.db.transaction().execute((tx) => campaignQueue.recordOutcomes(tx, { unsent: [{ id: putBack.id, claimedBy: mine, attempts: putBack.attempts }] }));
+    const written = await campaignQueue.recordAttempts(t.deps.db, tenant.id, await campaignRow(tenant, id), mine, attemptsOf(claimed));
+    expect([...written]).toEqual([kept.id]);
+    expect(await message(takenOver.id)).toBeUndefined();
+    expect(await message(putBack.id)).toBeUndefined();
+    expect(await message(kept.id)).toMatchObject({ status: 'accepted', callback_data: kept.id });
+  });
+
+  it('takeOver puts back at once a dead claimant\'s claims without this attempt\'s message row, even inside the fence; one whose row is written waits for reconciliation', async () => {
+    const { tenant, ids: [id] } = await campaignsOf(3);
+    const dead = '00000000-0000-4000-8000-0000000000d2';
+    const me = '00000000-0000-4000-8000-0000000000e2';
+    // Every slot inside the fence (100 ms apart from now).
+    const claimed = (await campaignQueue.claim(t.deps.db, id, 10, 60_000, FIRST_ID, false, { by: dead, startAt: Date.now(), intervalMs: 100 })).sort((a, b) => a.id.localeCompare(b.id));
+    await campaignQueue.recordAttempts(t.deps.db, tenant.id, await campaignRow(tenant, id), dead, attemptsOf(claimed.slice(0, 1)));
+    // The third was sent once before (an earlier attempt's row, outcome unknown) and claimed again.
+    await t.deps.db.updateTable('campaign_recipients').set({ attempts: 2 }).where('id', '=', claimed[2].id).execute();
+    await t.deps.db.insertInto('messages').values({ id: claimed[2].id, tenant_id: tenant.id, template_name: 'x', language: 'en', to_phone: claimed[2].phone, components: '[]', status: 'accepted', campaign_id: id, callback_data: claimed[2].id, attempted_at: new Date(Date.now() - 120_000) } as never).execute();
+    const back = await campaignQueue.takeOver(t.deps.db, tenant.id, me, 1250, async (claimants) => claimants);
+    expect(back).toBe(2);
+    expect((await Promise.all(claimed.map((r) => recipient(r.id)))).map((r) => r.status)).toEqual(['sending', 'pending', 'pending']);
+    // The earlier attempt's row stays (it may still hear from the upstream).
+    expect(await message(claimed[2].id)).toBeDefined();
   });
 
   itOnPostgresServer('a row lock held from a second connection')('recordOutcomes locks every message row, then every recipient row in id order, before it changes one (as callbacks do: no deadlock)', async () => {

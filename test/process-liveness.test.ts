@@ -54,6 +54,37 @@ describe('process liveness', () => {
     expect(await t.deps.liveness.isAlive(other.processId)).toBe(false);
   });
 
+  itOnPostgresServer('SIGSTOP of a server backend on this machine')('a session whose server stops answering is given up after 2 s (half-open), not confirmed meanwhile, and a new one follows once the server lets the old go', async () => {
+    let other: ProcessLiveness | undefined;
+    const admin = new pg.Client({ connectionString: t.config.databaseUrl });
+    await admin.connect();
+    let stopped: number | undefined;
+    try {
+      other = await startOther();
+      const session = await other.tryLock(0x54455354, 1);
+      expect(session).not.toBeNull();
+      const [{ pid }] = (await admin.query<{ pid: number }>(
+        "SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND granted AND objsubid = 2 AND objid = $1", [livenessLockKey(other.processId)])).rows;
+      await eventually(async () => other!.confirmedAt(session!) > performance.now() - 500, 2000, 20);
+      // The backend stops answering, as a half-open connection does; the process cannot tell otherwise.
+      process.kill(pid, 'SIGSTOP');
+      stopped = pid;
+      const stoppedAt = performance.now();
+      await eventually(async () => other!.confirmedAt(session!) === -Infinity, 5000, 20);
+      const gaveUpAfter = performance.now() - stoppedAt;
+      expect(gaveUpAfter).toBeGreaterThanOrEqual(1800);
+      expect(gaveUpAfter).toBeLessThan(3500);
+      process.kill(pid, 'SIGCONT');
+      stopped = undefined;
+      // The old backend sees its connection closed and goes; a new session takes the lock again.
+      await eventually(async () => (await other!.tryLock(0x54455354, 1)) !== null, 10_000, 100);
+    } finally {
+      if (stopped) process.kill(stopped, 'SIGCONT');
+      await other?.close();
+      await admin.end();
+    }
+  });
+
   itOnPostgresServer('pg_terminate_backend')('a process whose lock connection is dropped is seen dead, says so in its log, and is alive again once it re-takes the lock', async () => {
     const logLines: string[] = [];
     let other: ProcessLiveness | undefined;

@@ -56,6 +56,8 @@ const DAY_MS = 86_400_000;
 /** A tenant at its messaging limit: how long its campaigns wait before the next claim tries again. */
 const LIMIT_RECHECK_MS = 500;
 const MEDIA_TYPES: Record<string, MediaType> = { IMAGE: 'image', VIDEO: 'video', DOCUMENT: 'document' };
+/** How long before a batch's first slot its message rows are written. */
+const ATTEMPT_LEAD_MS = 100;
 const sleepUntil = (at: number) => new Promise<void>((resolve) => setTimeout(resolve, Math.max(0, at - Date.now())));
 
 type Outcomes = Required<Parameters<typeof campaignQueue.recordOutcomes>[1]>;
@@ -322,12 +324,17 @@ export class CampaignDispatcher {
         status: r.status, source: r.source ?? '', custom_fields: r.custom_fields ?? {},
       }, media), mapping, r.id, this.options.secretsKey),
     }));
-    await campaignQueue.recordAttempts(this.db, campaign.tenant_id, campaign, sends);
+    // Written just before the batch's first slot, not at the claim: a claim a dead owner never got
+    // to write was never sent, and a takeover puts it back at once (campaignQueue.takeOver).
+    await sleepUntil(startAt - ATTEMPT_LEAD_MS);
+    const mine = await campaignQueue.recordAttempts(this.db, campaign.tenant_id, campaign, this.claimant, sends);
 
     const window = this.sendWindow(account.phoneNumberId);
     const perSecond = Math.max(1, Math.floor(1000 / intervalMs + 1e-9));
     const issueBy = claimedAt + (this.options.issueWithinMs ?? Infinity);
     const results = await Promise.all(sends.map(async (send, i) => {
+      // Taken over before its row was written: another process sends it.
+      if (!mine.has(send.id)) return { send, outcome: null };
       await sleepUntil(startAt + i * intervalMs);
       const release = await window.acquire(perSecond, issueBy);
       if (!release) return { send, outcome: null };

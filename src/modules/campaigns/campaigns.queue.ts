@@ -238,17 +238,29 @@ export const campaignQueue = {
   },
 
   /**
-   * Writes the batch's message rows (one per recipient, same id) before the upstream calls. A
-   * resend after reconciliation reuses the row and restarts its reconciliation window.
+   * Writes the batch's message rows (one per recipient, same id) just before its upstream calls,
+   * for the recipients still held by this claim (`claimant` and the claim's `attempts`), and returns
+   * their ids: only those may be sent. A claim without this attempt's message row was therefore
+   * never sent, so a takeover can put it back at once; a takeover that gets there first makes the
+   * write skip it (the recipient's row lock orders the two). A resend after reconciliation reuses
+   * the row and restarts its reconciliation window.
    */
-  async recordAttempts(db: Db, tenantId: string, campaign: RunningCampaign, sends: { id: string; contactId: string | null; to: string; components: unknown[] }[]): Promise<void> {
-    if (sends.length === 0) return;
-    const values = sql.join(sends.map((s) => sql`(${s.id}::uuid, ${tenantId}::uuid, ${s.contactId}::uuid, ${campaign.template_id}::uuid, ${campaign.template_name}, ${campaign.language},
-      ${s.to}, ${JSON.stringify(s.components)}::jsonb, 'accepted', ${campaign.id}::uuid, ${s.id}, now())`));
-    await sql`
+  async recordAttempts(db: Db, tenantId: string, campaign: RunningCampaign, claimant: string | null, sends: { id: string; contactId: string | null; to: string; components: unknown[]; attempts: number }[]): Promise<Set<string>> {
+    if (sends.length === 0) return new Set();
+    const values = sql.join(sends.map((s) => sql`(${s.id}::uuid, ${s.contactId}::uuid, ${s.to}::text, ${JSON.stringify(s.components)}::jsonb, ${s.attempts}::int)`));
+    const { rows } = await sql<{ id: string }>`
+      WITH v(id, contact_id, to_phone, components, attempts) AS (VALUES ${values}),
+      mine AS (
+        SELECT r.id FROM campaign_recipients r JOIN v ON v.id = r.id
+        WHERE r.status = 'sending' AND r.attempts = v.attempts AND r.claimed_by IS NOT DISTINCT FROM ${claimant}::uuid
+        ORDER BY r.id FOR SHARE OF r)
       INSERT INTO messages (id, tenant_id, contact_id, template_id, template_name, language, to_phone, components, status, campaign_id, callback_data, attempted_at)
-      VALUES ${values}
-      ON CONFLICT (id) DO UPDATE SET attempted_at = now()`.execute(db);
+      SELECT v.id, ${tenantId}::uuid, v.contact_id, ${campaign.template_id}::uuid, ${campaign.template_name}, ${campaign.language},
+        v.to_phone, v.components, 'accepted', ${campaign.id}::uuid, v.id::text, now()
+      FROM v JOIN mine ON mine.id = v.id
+      ON CONFLICT (id) DO UPDATE SET attempted_at = now()
+      RETURNING id`.execute(db);
+    return new Set(rows.map((r) => r.id));
   },
 
   /**
@@ -364,20 +376,29 @@ export const campaignQueue = {
   },
 
   /**
-   * A number taken over (src/workers/number-ownership.ts): the tenant's sending claims of other
-   * processes whose slot lies more than `fenceMs` ahead were never sent (their claimant, dead or
-   * cut off, sends nothing that late) and go back to pending at once, as unsent. Earlier ones may
-   * have been sent: they wait for reconciliation. Returns how many went back.
+   * A number taken over (src/workers/number-ownership.ts): the tenant's sending claims of dead
+   * processes that were never sent go back to pending at once, as unsent: those without this
+   * attempt's message row (recordAttempts writes it before any send), and those slotted more than
+   * `fenceMs` ahead (their claimant, dead or cut off, sends nothing that late). The others may have
+   * been sent: they wait for reconciliation. Returns how many went back.
    */
   async takeOver(db: Db, tenantId: string, claimant: string, fenceMs: number, gone: (claimants: string[]) => Promise<string[]>): Promise<number> {
+    const neverSent = (ids?: string[]) => sql<{ id: string; claimed_by: string; attempts: number }>`
+      SELECT r.id, r.claimed_by, r.attempts FROM campaign_recipients r
+      WHERE r.campaign_id IN (SELECT c.id FROM campaigns c WHERE c.tenant_id = ${tenantId}::uuid AND c.status IN ('RUNNING', 'PAUSED'))
+        AND r.status = 'sending' AND r.claimed_by <> ${claimant}::uuid ${ids ? sql`AND r.id = ANY(${ids}::uuid[])` : sql``}
+        AND (r.send_at > now() + ${fenceMs} * interval '1 millisecond'
+          OR NOT EXISTS (SELECT 1 FROM messages m WHERE m.id = r.id AND m.attempted_at >= r.attempted_at))`;
     return db.transaction().execute(async (tx) => {
-      const { rows: candidates } = await sql<{ id: string; claimed_by: string; attempts: number }>`
-        SELECT r.id, r.claimed_by, r.attempts FROM campaign_recipients r
-        WHERE r.campaign_id IN (SELECT c.id FROM campaigns c WHERE c.tenant_id = ${tenantId}::uuid AND c.status IN ('RUNNING', 'PAUSED'))
-          AND r.status = 'sending' AND r.claimed_by <> ${claimant}::uuid AND r.send_at > now() + ${fenceMs} * interval '1 millisecond'`.execute(tx);
+      const { rows: candidates } = await neverSent().execute(tx);
       if (candidates.length === 0) return 0;
       const dead = new Set(await gone([...new Set(candidates.map((r) => r.claimed_by))]));
-      const rows = candidates.filter((r) => dead.has(r.claimed_by));
+      const ids = candidates.filter((r) => dead.has(r.claimed_by)).map((r) => r.id);
+      if (ids.length === 0) return 0;
+      // Locked, then read again: a message row written before the lock is seen (this statement's
+      // snapshot is newer), and a write waiting for the lock finds the recipient no longer claimed.
+      await sql`SELECT id FROM campaign_recipients WHERE id = ANY(${ids}::uuid[]) ORDER BY id FOR UPDATE`.execute(tx);
+      const { rows } = await neverSent(ids).execute(tx);
       if (rows.length === 0) return 0;
       await campaignQueue.recordOutcomes(tx, { unsent: rows.map((r) => ({ id: r.id, claimedBy: r.claimed_by, attempts: r.attempts })) });
       return rows.length;
@@ -418,18 +439,22 @@ export const campaignQueue = {
   async reconcileExpired(db: Db, reconcileMs: number, onlyTenants?: string[], limit = 500): Promise<number> {
     const window = sql`${reconcileMs} * interval '1 millisecond'`;
     return db.transaction().execute(async (tx) => {
+      // Locked first, resolved by the next statement: its snapshot sees every message row written
+      // before the lock, and a write waiting for the lock finds the recipient moved on.
+      const { rows: locked } = await sql<{ id: string }>`
+        SELECT r.id FROM campaign_recipients r
+        WHERE r.status = 'sending' AND r.lease_until < now() AND ${tenantFilter('r', onlyTenants)}
+        ORDER BY r.lease_until LIMIT ${limit}
+        FOR UPDATE OF r SKIP LOCKED`.execute(tx);
+      if (locked.length === 0) return 0;
       const { rows } = await sql<{ campaign_id: string; status: string }>`
-        WITH expired AS (
-          SELECT r.id FROM campaign_recipients r
-          WHERE r.status = 'sending' AND r.lease_until < now() AND ${tenantFilter('r', onlyTenants)}
-          ORDER BY r.lease_until LIMIT ${limit}
-          FOR UPDATE OF r SKIP LOCKED),
+        WITH expired AS (SELECT unnest(${locked.map((r) => r.id)}::uuid[]) AS id),
         resolved AS (
           SELECT e.id, m.upstream_message_id AS wamid, m.error_code, m.error_title, r.attempted_at,
             CASE WHEN m.status IN ('sent', 'delivered', 'read', 'failed') THEN m.status
                  WHEN m.upstream_message_id IS NOT NULL THEN 'sent'
-                 -- No message row: its worker died before the batch's rows were written, so before any send.
-                 WHEN r.attempted_at IS NULL OR m.id IS NULL THEN 'pending'
+                 -- No message row of this attempt: its worker died before writing it, so before any send.
+                 WHEN r.attempted_at IS NULL OR m.id IS NULL OR m.attempted_at < r.attempted_at THEN 'pending'
                  WHEN r.attempted_at < now() - ${window} AND (ba.statuses_through > r.attempted_at + ${window}
                    OR r.attempted_at < now() - ${RECONCILE_FALLBACK * reconcileMs} * interval '1 millisecond') THEN 'pending'
                  ELSE 'sending' END AS next
