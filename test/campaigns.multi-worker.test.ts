@@ -44,26 +44,30 @@ describeOnPostgresServer('several worker processes on one database')('worker pro
     return sends;
   };
   /**
-   * One worker (the owner) sending a 30 s campaign with claims reaching 4 s ahead (past the fence), a second worker
-   * up beside it; returns once the owner holds ten claims slotted past the fence (1.25 s after the
-   * next owner takes the number, itself up to a second after a fault on a loaded machine): claims
-   * the owner can never have sent when it stops.
+   * One worker (the owner) sending a 30 s campaign, a second worker up beside it; returns once the
+   * owner holds at least `least` claims that `claims` (SQL on campaign_recipients r) selects.
    */
-  const ownerWithClaimsAhead = async (prefix: string) => {
+  const ownerWithClaims = async (prefix: string, env: Record<string, string>, claims: string, least: number) => {
     const recipients = 30 * RATE;
-    const processes = drill = await startWorkerProcesses(prefix, { UPSTREAM_TIMEOUT_MS: '2000', PACING_HORIZON_MS: '4000', CAMPAIGN_LEASE_MS: '10000', SEND_RECONCILE_MS: '3000' });
+    const processes = drill = await startWorkerProcesses(prefix, { UPSTREAM_TIMEOUT_MS: '2000', CAMPAIGN_LEASE_MS: '10000', SEND_RECONCILE_MS: '3000', ...env });
     const owner = processes.startWorker();
     await waitForProcesses(2);
     const campaign = await processes.startCampaign(recipients, RATE, 10);
     await waitForSends(RATE);
     processes.startWorker();
     await waitForProcesses(3);
-    let ahead: { id: string; claimed_by: string }[] = [];
-    for (let i = 0; ahead.length < 10 && i < 1000; i++) {
-      ahead = await processes.query(`SELECT id, claimed_by FROM campaign_recipients WHERE status = 'sending' AND send_at > now() + interval '2800 milliseconds'`);
+    let found: { id: string; claimed_by: string }[] = [];
+    for (let i = 0; found.length < least && i < 1000; i++) {
+      found = await processes.query(`SELECT r.id, r.claimed_by FROM campaign_recipients r WHERE r.status = 'sending' AND ${claims}`);
     }
-    return { processes, owner, campaign, recipients, ahead };
+    return { processes, owner, campaign, recipients, found };
   };
+  /**
+   * Claims reaching 4 s ahead; returns once the owner holds ten slotted past the fence (1.25 s
+   * after the next owner takes the number, itself up to a second after a fault on a loaded
+   * machine): claims the owner can never have sent when it stops.
+   */
+  const ownerWithClaimsAhead = (prefix: string) => ownerWithClaims(prefix, { PACING_HORIZON_MS: '4000' }, `r.send_at > now() + interval '2800 milliseconds'`, 10);
 
   it(`three workers, one started late, then two stopped for 1.5 s in turn: no second at the sandbox carries more than ${RATE}, end to end near the rate, everyone is sent once`, { timeout: 180_000 }, async () => {
     const recipients = 16 * RATE;
@@ -93,20 +97,9 @@ describeOnPostgresServer('several worker processes on one database')('worker pro
   });
 
   it('a SIGKILLed owner\'s claims it had not sent go back to pending within seconds at the default horizon; each recipient is sent once', { timeout: 180_000 }, async () => {
-    const recipients = 30 * RATE;
-    const processes = drill = await startWorkerProcesses('msvc_multi_kill', { UPSTREAM_TIMEOUT_MS: '2000', CAMPAIGN_LEASE_MS: '10000', SEND_RECONCILE_MS: '3000' });
-    const owner = processes.startWorker();
-    await waitForProcesses(2);
-    const campaign = await processes.startCampaign(recipients, RATE, 10);
-    await waitForSends(RATE);
-    processes.startWorker();
-    await waitForProcesses(3);
     // Claims (PACING_HORIZON_MS, 1 s ahead by default) whose message rows are not written yet: never sent.
-    let unsent: { id: string; claimed_by: string }[] = [];
-    for (let i = 0; unsent.length < 5 && i < 1000; i++) {
-      unsent = await processes.query(`SELECT r.id, r.claimed_by FROM campaign_recipients r WHERE r.status = 'sending'
-        AND NOT EXISTS (SELECT 1 FROM messages m WHERE m.id = r.id AND m.attempted_at >= r.attempted_at)`);
-    }
+    const { processes, owner, campaign, recipients, found: unsent } = await ownerWithClaims('msvc_multi_kill', {},
+      'NOT EXISTS (SELECT 1 FROM messages m WHERE m.id = r.id AND m.attempted_at >= r.attempted_at)', 5);
     owner.child.kill('SIGKILL');
     const killedAt = Date.now();
     await owner.exited;
