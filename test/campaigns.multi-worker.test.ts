@@ -44,11 +44,10 @@ describeOnPostgresServer('several worker processes on one database')('worker pro
     return sends;
   };
   /**
-   * One worker (the owner) sending a 30 s campaign, a second worker up beside it; returns once the
+   * One worker (the owner) sending a campaign (30 s by default), a second worker up beside it; returns once the
    * owner holds at least `least` claims that `claims` (SQL on campaign_recipients r) selects.
    */
-  const ownerWithClaims = async (prefix: string, env: Record<string, string>, claims: string, least: number) => {
-    const recipients = 30 * RATE;
+  const ownerWithClaims = async (prefix: string, env: Record<string, string>, claims: string, least: number, recipients = 30 * RATE) => {
     const processes = drill = await startWorkerProcesses(prefix, { UPSTREAM_TIMEOUT_MS: '2000', CAMPAIGN_LEASE_MS: '10000', SEND_RECONCILE_MS: '3000', ...env });
     const owner = processes.startWorker();
     await waitForProcesses(2);
@@ -57,10 +56,22 @@ describeOnPostgresServer('several worker processes on one database')('worker pro
     processes.startWorker();
     await waitForProcesses(3);
     let found: { id: string; claimed_by: string }[] = [];
-    for (let i = 0; found.length < least && i < 1000; i++) {
+    for (const until = Date.now() + 60_000; found.length < least && Date.now() < until;) {
       found = await processes.query(`SELECT r.id, r.claimed_by FROM campaign_recipients r WHERE r.status = 'sending' AND ${claims}`);
     }
     return { processes, owner, campaign, recipients, found };
+  };
+  /** SIGKILLs the owner; how many ms later none of `claims` is still its (-1: not within 10 s). */
+  const killedAndBack = async (owner: { child: { kill: (signal: NodeJS.Signals) => boolean }; exited: Promise<unknown> }, claims: { id: string; claimed_by: string }[]) => {
+    owner.child.kill('SIGKILL');
+    const killedAt = Date.now();
+    await owner.exited;
+    for (let i = 0; i < 200; i++) {
+      const [{ held }] = await drill!.query<{ held: number }>(`SELECT count(*)::int AS held FROM campaign_recipients WHERE id = ANY($1::uuid[]) AND status = 'sending' AND claimed_by = $2::uuid`, [claims.map((r) => r.id), claims[0].claimed_by]);
+      if (held === 0) return Date.now() - killedAt;
+      await sleep(50);
+    }
+    return -1;
   };
   /**
    * Claims reaching 4 s ahead; returns once the owner holds ten slotted past the fence (1.25 s
@@ -97,19 +108,12 @@ describeOnPostgresServer('several worker processes on one database')('worker pro
   });
 
   it('a SIGKILLed owner\'s claims it had not sent go back to pending within seconds at the default horizon; each recipient is sent once', { timeout: 180_000 }, async () => {
-    // Claims (PACING_HORIZON_MS, 1 s ahead by default) whose message rows are not written yet: never sent.
+    // Claims (PACING_HORIZON_MS, 1 s ahead by default) whose message rows are not written yet, with
+    // their slots far enough ahead (inside the fence) that the owner cannot write them before the kill.
     const { processes, owner, campaign, recipients, found: unsent } = await ownerWithClaims('msvc_multi_kill', {},
-      'NOT EXISTS (SELECT 1 FROM messages m WHERE m.id = r.id AND m.attempted_at >= r.attempted_at)', 5);
-    owner.child.kill('SIGKILL');
-    const killedAt = Date.now();
-    await owner.exited;
+      `r.send_at > now() + interval '400 milliseconds' AND NOT EXISTS (SELECT 1 FROM messages m WHERE m.id = r.id AND m.attempted_at >= r.attempted_at)`, 5);
     expect(unsent.length).toBeGreaterThanOrEqual(5);
-    let back = -1;
-    for (let i = 0; i < 200; i++) {
-      const [{ held }] = await processes.query<{ held: number }>(`SELECT count(*)::int AS held FROM campaign_recipients WHERE id = ANY($1::uuid[]) AND status = 'sending' AND claimed_by = $2::uuid`, [unsent.map((r) => r.id), unsent[0].claimed_by]);
-      if (held === 0) { back = Date.now() - killedAt; break; }
-      await sleep(50);
-    }
+    const back = await killedAndBack(owner, unsent);
     const [{ waiting }] = await processes.query<{ waiting: number }>(`SELECT count(*)::int AS waiting FROM campaign_recipients WHERE status = 'sending' AND claimed_by = $1::uuid`, [unsent[0].claimed_by]);
     console.log(`${unsent.length} claims the killed owner had not sent were back ${back} ms after the kill; ${waiting} of its claims wait for reconciliation`);
     // At most the batches it had written (10 each, 100 ms ahead of their slots), not its whole horizon.
@@ -117,6 +121,20 @@ describeOnPostgresServer('several worker processes on one database')('worker pro
     expect(back).toBeGreaterThanOrEqual(0);
     expect(back).toBeLessThan(5000);
 
+    await expectEachSentOnce(campaign.id, recipients, 120_000);
+  });
+
+  it('a SIGKILLed owner\'s unsent claims of a campaign\'s last recipients go back within seconds though nobody takes its number over; each recipient is sent once', { timeout: 180_000 }, async () => {
+    // Nothing pending: the other worker has no due work for the number, so no takeover.
+    const { processes, owner, campaign, recipients, found: unsent } = await ownerWithClaims('msvc_multi_last', {},
+      `NOT EXISTS (SELECT 1 FROM messages m WHERE m.id = r.id AND m.attempted_at >= r.attempted_at)
+        AND NOT EXISTS (SELECT 1 FROM campaign_recipients p WHERE p.campaign_id = r.campaign_id AND p.status = 'pending')`, 3, 10 * RATE);
+    expect(unsent.length).toBeGreaterThanOrEqual(3);
+    const back = await killedAndBack(owner, unsent);
+    console.log(`${unsent.length} last claims the killed owner had not sent were back ${back} ms after the kill`);
+    expect(back).toBeGreaterThanOrEqual(0);
+    // Well inside the lease (10 s here), which they waited for before.
+    expect(back).toBeLessThan(5000);
     await expectEachSentOnce(campaign.id, recipients, 120_000);
   });
 

@@ -208,6 +208,21 @@ describe('campaign recipient queue', () => {
     expect(await message(claimed[2].id)).toBeDefined();
   });
 
+  it('returnUnwritten puts back dead claimants\' claims without this attempt\'s message row, whatever their slot; written ones, live claimants\' and its own stay', async () => {
+    const { tenant, ids: [id] } = await campaignsOf(4);
+    const dead = '00000000-0000-4000-8000-0000000000d3';
+    const alive = '00000000-0000-4000-8000-0000000000a3';
+    const me = '00000000-0000-4000-8000-0000000000e3';
+    // Slotted 10 s apart: past any fence, so only the message rows decide.
+    const claimed = (await campaignQueue.claim(t.deps.db, id, 10, 60_000, FIRST_ID, false, { by: dead, startAt: Date.now(), intervalMs: 10_000 })).sort((a, b) => a.id.localeCompare(b.id));
+    await campaignQueue.recordAttempts(t.deps.db, tenant.id, await campaignRow(tenant, id), dead, attemptsOf(claimed.slice(0, 1)));
+    await t.deps.db.updateTable('campaign_recipients').set({ claimed_by: alive }).where('id', '=', claimed[2].id).execute();
+    await t.deps.db.updateTable('campaign_recipients').set({ claimed_by: me }).where('id', '=', claimed[3].id).execute();
+    const back = await campaignQueue.returnUnwritten(t.deps.db, me, async (claimants) => claimants.filter((c) => c !== alive), [tenant.id]);
+    expect(back).toBe(1);
+    expect((await Promise.all(claimed.map((r) => recipient(r.id)))).map((r) => r.status)).toEqual(['sending', 'pending', 'sending', 'sending']);
+  });
+
   itOnPostgresServer('a row lock held from a second connection')('recordOutcomes locks every message row, then every recipient row in id order, before it changes one (as callbacks do: no deadlock)', async () => {
     const { tenant, ids: [id] } = await campaignsOf(2);
     const [low, high] = await claimAndRecord(tenant, id);

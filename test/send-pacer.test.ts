@@ -158,6 +158,19 @@ describe('send window', () => {
     expect(await roomy.acquire(1, Date.now() + 1000)).toBeTypeOf('function');
   });
 
+  it('another process\'s sends still on their way hold places; each that stops counting leaves a window later', async () => {
+    const window = new SendWindow(100);
+    window.setForeign(2);
+    let through = false;
+    const next = window.acquire(2).then((release) => { through = true; return release; });
+    await sleep(150);
+    expect(through).toBe(false);
+    window.setForeign(1);
+    const droppedAt = Date.now();
+    (await next)();
+    expect(Date.now() - droppedAt).toBeGreaterThanOrEqual(99);
+  });
+
   it('lets sends through in the order they ask, at most `limit` in any window', async () => {
     const window = new SendWindow(100);
     const at: number[] = [];

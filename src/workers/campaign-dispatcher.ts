@@ -56,6 +56,8 @@ const DAY_MS = 86_400_000;
 /** A tenant at its messaging limit: how long its campaigns wait before the next claim tries again. */
 const LIMIT_RECHECK_MS = 500;
 const MEDIA_TYPES: Record<string, MediaType> = { IMAGE: 'image', VIDEO: 'video', DOCUMENT: 'document' };
+/** How often a taken-over number's inherited sends are counted again. */
+const INHERITED_RECHECK_MS = 250;
 /** How long before a batch's first slot its message rows are written. */
 const ATTEMPT_LEAD_MS = 100;
 const sleepUntil = (at: number) => new Promise<void>((resolve) => setTimeout(resolve, Math.max(0, at - Date.now())));
@@ -83,6 +85,8 @@ export class CampaignDispatcher {
   private lastReconcile = 0;
   /** Per phone number, this process's sends until a second after their answers. */
   private windows = new Map<string, SendWindow>();
+  /** Numbers taken over whose previous owner's sends may still be on their way (inheritSends). */
+  private inherited = new Map<string, { tenantId: string; checkedAt: number }>();
   /**
    * Campaigns that met a fatal answer here, and when: sends of batches claimed before it and still
    * waiting for a slot are not sent. Later batches are (a campaign paused at that moment is not
@@ -148,8 +152,12 @@ export class CampaignDispatcher {
     if (Date.now() - this.lastReconcile >= Math.min(1000, this.options.reconcileMs)) {
       this.lastReconcile = Date.now();
       handled += await campaignQueue.reconcileExpired(this.db, this.options.reconcileMs, this.options.onlyTenants);
+      if (this.options.numbers) handled += await this.options.numbers.returnUnwritten(this.options.onlyTenants);
       // Deferred recipients whose wait is over go back to pending; held ones never released count as sent.
       handled += await campaignQueue.releaseWaiting(this.db, this.options.onlyTenants);
+    }
+    for (const [phoneNumberId, inherited] of this.inherited) {
+      if (Date.now() - inherited.checkedAt >= INHERITED_RECHECK_MS) await this.inheritSends(inherited.tenantId, phoneNumberId);
     }
     const campaigns = await campaignQueue.running(this.db, 16, this.options.onlyTenants);
     await campaignQueue.touch(this.db, campaigns.map((c) => c.id));
@@ -189,6 +197,7 @@ export class CampaignDispatcher {
     // One process at a time sends for a number: its send window then bounds the number's every second.
     const lease = this.options.numbers ? await this.options.numbers.lease(campaign.tenant_id, campaign.phone_number_id!) : OWN_EVERY_NUMBER;
     if (this.options.numbers && !lease) return 0;
+    if (lease?.taken) await this.inheritSends(campaign.tenant_id, campaign.phone_number_id!);
     const size = campaign.batch_size;
     const batches = Math.max(1, Math.min(BATCHES_PER_TURN, this.options.maxBatches - this.inFlight.size));
     const whole = Math.min(size, Math.max(1, campaign.pending_count));
@@ -362,6 +371,18 @@ export class CampaignDispatcher {
       return { send, outcome };
     }));
     await this.record(campaign, results);
+  }
+
+  /**
+   * A number just taken over: its previous owner's sends that may still reach the upstream (held up
+   * on the way when it was cut off) keep places in this process's window until they are answered,
+   * heard of, or reconciled, so they and this owner's sends never crowd one second together.
+   */
+  private async inheritSends(tenantId: string, phoneNumberId: string): Promise<void> {
+    const count = await campaignQueue.othersUnanswered(this.db, tenantId, this.claimant!);
+    this.sendWindow(phoneNumberId).setForeign(count);
+    if (count > 0) this.inherited.set(phoneNumberId, { tenantId, checkedAt: Date.now() });
+    else this.inherited.delete(phoneNumberId);
   }
 
   private haltCampaign(campaignId: string): void {

@@ -26,7 +26,8 @@ export function numberLockKey(tenantId: string, phoneNumberId: string): number {
 }
 
 /** The right to send for one number, as long as the session it was taken on lives. */
-export interface NumberLease { readonly key: number; readonly session: LivenessSession }
+/** `taken`: the number was taken just now (its previous owner's sends may still be on their way). */
+export interface NumberLease { readonly key: number; readonly session: LivenessSession; readonly taken?: boolean }
 
 /**
  * Which process sends for a number (issue 24 §2, §3): one at a time, the holder of a session-level
@@ -64,16 +65,28 @@ export class NumberOwnership {
     if (!session) return null;
     try {
       // Claims of live processes are theirs (the tenant's number changed, say): only the dead's go back.
-      const back = await campaignQueue.takeOver(this.db, tenantId, this.claimant, OWNERSHIP_FENCE_MS + CLOCK_MARGIN_MS,
-        async (claimants) => (await Promise.all(claimants.map(async (c) => (await this.liveness.isAlive(c)) ? null : c))).filter((c) => c !== null));
+      const back = await campaignQueue.takeOver(this.db, tenantId, this.claimant, OWNERSHIP_FENCE_MS + CLOCK_MARGIN_MS, this.gone);
       if (back > 0) this.logger?.info({ tenant_id: tenantId, recipients: back }, 'number taken over: claims its previous owner never sent went back to pending');
     } catch (err) {
       await this.liveness.unlock(session, NUMBER_LOCK_CLASS, key);
       throw err;
     }
     this.owned.set(key, { session, usedAt: now });
-    return { key, session };
+    return { key, session, taken: true };
   }
+
+  /**
+   * Claims of dead processes never written (so never sent) go back to pending, whether or not
+   * anyone takes their numbers over: a dead owner's claims of a campaign's last recipients too.
+   */
+  async returnUnwritten(onlyTenants?: string[]): Promise<number> {
+    const back = await campaignQueue.returnUnwritten(this.db, this.claimant, this.gone, onlyTenants);
+    if (back > 0) this.logger?.info({ recipients: back }, 'claims of a dead process it never sent went back to pending');
+    return back;
+  }
+
+  private readonly gone = async (claimants: string[]): Promise<string[]> =>
+    (await Promise.all(claimants.map(async (c) => ((await this.liveness.isAlive(c)) ? null : c)))).filter((c) => c !== null);
 
   /**
    * Whether a send under the lease may be issued now; waits (at most until `by`) while the session

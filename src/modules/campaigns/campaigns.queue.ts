@@ -1,4 +1,4 @@
-import { sql } from 'kysely';
+import { sql, type RawBuilder } from 'kysely';
 import type { Db, Tx } from '../../db/database.ts';
 import { foldCounterMoves, recordCounterMoves, type CampaignRow } from './campaigns.repository.ts';
 import { recordTransition } from './campaigns.service.ts';
@@ -383,26 +383,30 @@ export const campaignQueue = {
    * been sent: they wait for reconciliation. Returns how many went back.
    */
   async takeOver(db: Db, tenantId: string, claimant: string, fenceMs: number, gone: (claimants: string[]) => Promise<string[]>): Promise<number> {
-    const neverSent = (ids?: string[]) => sql<{ id: string; claimed_by: string; attempts: number }>`
-      SELECT r.id, r.claimed_by, r.attempts FROM campaign_recipients r
+    return putBackNeverSent(db, claimant, gone, sql`c.tenant_id = ${tenantId}::uuid`, fenceMs);
+  },
+
+  /**
+   * The tenant's sends by other processes that may still reach the upstream: written (so perhaps
+   * issued), with neither an answer recorded nor a callback heard. A new owner of the tenant's
+   * number keeps a place in its send window for each (SendWindow.setForeign).
+   */
+  async othersUnanswered(db: Db, tenantId: string, claimant: string): Promise<number> {
+    const { rows } = await sql<{ n: number }>`
+      SELECT count(*)::int AS n FROM campaign_recipients r JOIN messages m ON m.id = r.id
       WHERE r.campaign_id IN (SELECT c.id FROM campaigns c WHERE c.tenant_id = ${tenantId}::uuid AND c.status IN ('RUNNING', 'PAUSED'))
-        AND r.status = 'sending' AND r.claimed_by <> ${claimant}::uuid ${ids ? sql`AND r.id = ANY(${ids}::uuid[])` : sql``}
-        AND (r.send_at > now() + ${fenceMs} * interval '1 millisecond'
-          OR NOT EXISTS (SELECT 1 FROM messages m WHERE m.id = r.id AND m.attempted_at >= r.attempted_at))`;
-    return db.transaction().execute(async (tx) => {
-      const { rows: candidates } = await neverSent().execute(tx);
-      if (candidates.length === 0) return 0;
-      const dead = new Set(await gone([...new Set(candidates.map((r) => r.claimed_by))]));
-      const ids = candidates.filter((r) => dead.has(r.claimed_by)).map((r) => r.id);
-      if (ids.length === 0) return 0;
-      // Locked, then read again: a message row written before the lock is seen (this statement's
-      // snapshot is newer), and a write waiting for the lock finds the recipient no longer claimed.
-      await sql`SELECT id FROM campaign_recipients WHERE id = ANY(${ids}::uuid[]) ORDER BY id FOR UPDATE`.execute(tx);
-      const { rows } = await neverSent(ids).execute(tx);
-      if (rows.length === 0) return 0;
-      await campaignQueue.recordOutcomes(tx, { unsent: rows.map((r) => ({ id: r.id, claimedBy: r.claimed_by, attempts: r.attempts })) });
-      return rows.length;
-    });
+        AND r.status = 'sending' AND r.claimed_by <> ${claimant}::uuid
+        AND m.attempted_at >= r.attempted_at AND m.upstream_message_id IS NULL AND m.status = 'accepted'`.execute(db);
+    return rows[0].n;
+  },
+
+  /**
+   * Every tenant's (or `onlyTenants'`) sending claims of dead processes without this attempt's
+   * message row go back to pending, as unsent: never sent, whoever owns their number now (a claim
+   * of a campaign's last recipients has no next owner to take it over).
+   */
+  async returnUnwritten(db: Db, claimant: string, gone: (claimants: string[]) => Promise<string[]>, onlyTenants?: string[]): Promise<number> {
+    return putBackNeverSent(db, claimant, gone, tenantFilter('c', onlyTenants), null);
   },
 
   /**
@@ -542,3 +546,31 @@ export const campaignQueue = {
     return rows;
   },
 };
+
+/**
+ * Sending claims of other processes, in campaigns `campaigns` selects (alias c), that were never
+ * sent: without this attempt's message row, or (with `fenceMs`) slotted more than that far ahead.
+ * Those of dead claimants go back to pending as unsent. Read, locked, and read again: the second
+ * read (a later statement) sees a message row written before the lock, and a write waiting for
+ * the lock finds the recipient no longer claimed (recordAttempts).
+ */
+async function putBackNeverSent(db: Db, claimant: string, gone: (claimants: string[]) => Promise<string[]>, campaigns: RawBuilder<unknown>, fenceMs: number | null): Promise<number> {
+  const neverSent = (ids?: string[]) => sql<{ id: string; claimed_by: string; attempts: number }>`
+    SELECT r.id, r.claimed_by, r.attempts FROM campaign_recipients r
+    WHERE r.campaign_id IN (SELECT c.id FROM campaigns c WHERE c.status IN ('RUNNING', 'PAUSED') AND ${campaigns})
+      AND r.status = 'sending' AND r.claimed_by <> ${claimant}::uuid ${ids ? sql`AND r.id = ANY(${ids}::uuid[])` : sql``}
+      AND (${fenceMs === null ? sql`false` : sql`r.send_at > now() + ${fenceMs} * interval '1 millisecond'`}
+        OR NOT EXISTS (SELECT 1 FROM messages m WHERE m.id = r.id AND m.attempted_at >= r.attempted_at))`;
+  return db.transaction().execute(async (tx) => {
+    const { rows: candidates } = await neverSent().execute(tx);
+    if (candidates.length === 0) return 0;
+    const dead = new Set(await gone([...new Set(candidates.map((r) => r.claimed_by))]));
+    const ids = candidates.filter((r) => dead.has(r.claimed_by)).map((r) => r.id);
+    if (ids.length === 0) return 0;
+    await sql`SELECT id FROM campaign_recipients WHERE id = ANY(${ids}::uuid[]) ORDER BY id FOR UPDATE`.execute(tx);
+    const { rows } = await neverSent(ids).execute(tx);
+    if (rows.length === 0) return 0;
+    await campaignQueue.recordOutcomes(tx, { unsent: rows.map((r) => ({ id: r.id, claimedBy: r.claimed_by, attempts: r.attempts })) });
+    return rows.length;
+  });
+}

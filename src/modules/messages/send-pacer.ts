@@ -190,6 +190,8 @@ export class SendWindow {
   private turn: Promise<unknown> = Promise.resolve();
   /** Sends waiting for a place. */
   waiting = 0;
+  /** Places held for another process's sends that may still reach the upstream (setForeign). */
+  private foreign = 0;
 
   constructor(private readonly windowMs = 1000) {}
 
@@ -206,13 +208,26 @@ export class SendWindow {
     return mine;
   }
 
+  /**
+   * How many sends of a number's previous owner may still reach the upstream (issued, neither
+   * answered nor heard of since): each holds a place, as this process's own sends in flight do, and
+   * one that stops counting leaves a window later, as an answered send does.
+   */
+  setForeign(count: number): void {
+    const now = Date.now();
+    for (let gone = this.foreign - count; gone > 0; gone--) this.leaving.push(now + this.windowMs);
+    this.foreign = Math.max(0, count);
+    this.answered?.();
+    this.answered = null;
+  }
+
   private async place(limit: number, deadline: number): Promise<Release | null> {
     for (;;) {
       const now = Date.now();
       while (this.head < this.leaving.length && this.leaving[this.head] <= now) this.head++;
       if (this.head > 1024) { this.leaving = this.leaving.slice(this.head); this.head = 0; }
       if (now >= deadline) return null;
-      if (this.inFlight + this.leaving.length - this.head < limit) break;
+      if (this.inFlight + this.foreign + this.leaving.length - this.head < limit) break;
       // Until the first answered send leaves, or (all in flight) an answer, or the deadline.
       const until = Math.min(deadline, this.head < this.leaving.length ? this.leaving[this.head] : Infinity);
       await new Promise<void>((resolve) => {
