@@ -25,8 +25,10 @@ export function numberLockKey(tenantId: string, phoneNumberId: string): number {
   return createHash('sha256').update(`${tenantId}:${phoneNumberId}`).digest().readUInt32BE(0) >>> 1;
 }
 
-/** The right to send for one number, as long as the session it was taken on lives. */
-/** `taken`: the number was taken just now (its previous owner's sends may still be on their way). */
+/**
+ * The right to send for one number, as long as the session it was taken on lives. `taken`: the
+ * number was taken just now (its previous owner's sends may still be on their way).
+ */
 export interface NumberLease { readonly key: number; readonly session: LivenessSession; readonly taken?: boolean }
 
 /**
