@@ -55,6 +55,10 @@ describe('campaign recipient queue', () => {
     return claimed.sort((a, b) => a.id.localeCompare(b.id));
   }
   const attemptsOf = (claimed: ClaimedRecipient[]) => claimed.map((r) => ({ id: r.id, contactId: r.contact_id, to: r.phone, components: [], attempts: r.attempts }));
+  /** Claims up to ten of the campaign's recipients for `by`, slotted `intervalMs` apart from now, in id order. */
+  const claimSlotted = async (campaignId: string, by: string, intervalMs: number) =>
+    (await campaignQueue.claim(t.deps.db, campaignId, 10, 60_000, FIRST_ID, false, { by, startAt: Date.now(), intervalMs })).sort((a, b) => a.id.localeCompare(b.id));
+  const statusesOf = async (claimed: ClaimedRecipient[]) => (await Promise.all(claimed.map((r) => recipient(r.id)))).map((r) => r.status);
   const recipient = (id: string) => t.deps.db.selectFrom('campaign_recipients').selectAll().where('id', '=', id).executeTakeFirstOrThrow();
   const message = (id: string) => t.deps.db.selectFrom('messages').selectAll().where('id', '=', id).executeTakeFirst();
   const truth = async (id: string) => {
@@ -143,7 +147,7 @@ describe('campaign recipient queue', () => {
     const { tenant, ids: [id] } = await campaignsOf(3);
     const mine = '00000000-0000-4000-8000-00000000000a';
     const theirs = '00000000-0000-4000-8000-00000000000b';
-    const claimed = (await campaignQueue.claim(t.deps.db, id, 10, 60_000, FIRST_ID, false, { by: mine, startAt: Date.now(), intervalMs: 100 })).sort((a, b) => a.id.localeCompare(b.id));
+    const claimed = await claimSlotted(id, mine, 100);
     await campaignQueue.recordAttempts(t.deps.db, tenant.id, await campaignRow(tenant, id), mine, attemptsOf(claimed));
     const [stays, claimedAgain, goes] = claimed;
     // One was taken over and claimed by another process since; one was claimed again by this one.
@@ -163,7 +167,7 @@ describe('campaign recipient queue', () => {
     const alive = '00000000-0000-4000-8000-0000000000a1';
     const me = '00000000-0000-4000-8000-0000000000e1';
     // Slots 3 s apart from now: 0, 3, 6, 9, 12, 15 s ahead.
-    const claimed = (await campaignQueue.claim(t.deps.db, id, 10, 60_000, FIRST_ID, false, { by: dead, startAt: Date.now(), intervalMs: 3000 })).sort((a, b) => a.id.localeCompare(b.id));
+    const claimed = await claimSlotted(id, dead, 3000);
     await campaignQueue.recordAttempts(t.deps.db, tenant.id, await campaignRow(tenant, id), dead, attemptsOf(claimed));
     await t.deps.db.updateTable('campaign_recipients').set({ claimed_by: alive }).where('id', '=', claimed[5].id).execute();
     await t.deps.db.updateTable('campaign_recipients').set({ claimed_by: me }).where('id', '=', claimed[4].id).execute();
@@ -172,7 +176,7 @@ describe('campaign recipient queue', () => {
     expect(asked.flat().sort()).toEqual([alive, dead].sort());
     // Past now + 1.25 s: the dead's slots at 3, 6 and 9 s; 12 s is this process's own, 15 s a live claimant's.
     expect(back).toBe(3);
-    expect((await Promise.all(claimed.map((r) => recipient(r.id)))).map((r) => r.status)).toEqual(['sending', 'pending', 'pending', 'pending', 'sending', 'sending']);
+    expect(await statusesOf(claimed)).toEqual(['sending', 'pending', 'pending', 'pending', 'sending', 'sending']);
     expect(await message(claimed[1].id)).toBeUndefined();
     expect(await message(claimed[0].id)).toBeDefined();
   });
@@ -180,7 +184,7 @@ describe('campaign recipient queue', () => {
   it('recordAttempts writes rows only for recipients still held by the claim, and says which: not one taken over, not one put back', async () => {
     const { tenant, ids: [id] } = await campaignsOf(3);
     const mine = '00000000-0000-4000-8000-00000000001a';
-    const claimed = (await campaignQueue.claim(t.deps.db, id, 10, 60_000, FIRST_ID, false, { by: mine, startAt: Date.now(), intervalMs: 100 })).sort((a, b) => a.id.localeCompare(b.id));
+    const claimed = await claimSlotted(id, mine, 100);
     const [takenOver, putBack, kept] = claimed;
     await t.deps.db.updateTable('campaign_recipients').set({ claimed_by: '00000000-0000-4000-8000-00000000001b' }).where('id', '=', takenOver.id).execute();
     await t.deps.db.transaction().execute((tx) => campaignQueue.recordOutcomes(tx, { unsent: [{ id: putBack.id, claimedBy: mine, attempts: putBack.attempts }] }));
@@ -196,14 +200,14 @@ describe('campaign recipient queue', () => {
     const dead = '00000000-0000-4000-8000-0000000000d2';
     const me = '00000000-0000-4000-8000-0000000000e2';
     // Every slot inside the fence (100 ms apart from now).
-    const claimed = (await campaignQueue.claim(t.deps.db, id, 10, 60_000, FIRST_ID, false, { by: dead, startAt: Date.now(), intervalMs: 100 })).sort((a, b) => a.id.localeCompare(b.id));
+    const claimed = await claimSlotted(id, dead, 100);
     await campaignQueue.recordAttempts(t.deps.db, tenant.id, await campaignRow(tenant, id), dead, attemptsOf(claimed.slice(0, 1)));
     // The third was sent once before (an earlier attempt's row, outcome unknown) and claimed again.
     await t.deps.db.updateTable('campaign_recipients').set({ attempts: 2 }).where('id', '=', claimed[2].id).execute();
     await t.deps.db.insertInto('messages').values({ id: claimed[2].id, tenant_id: tenant.id, template_name: 'x', language: 'en', to_phone: claimed[2].phone, components: '[]', status: 'accepted', campaign_id: id, callback_data: claimed[2].id, attempted_at: new Date(Date.now() - 120_000) } as never).execute();
     const back = await campaignQueue.takeOver(t.deps.db, tenant.id, me, 1250, async (claimants) => claimants);
     expect(back).toBe(2);
-    expect((await Promise.all(claimed.map((r) => recipient(r.id)))).map((r) => r.status)).toEqual(['sending', 'pending', 'pending']);
+    expect(await statusesOf(claimed)).toEqual(['sending', 'pending', 'pending']);
     // The earlier attempt's row stays (it may still hear from the upstream).
     expect(await message(claimed[2].id)).toBeDefined();
   });
@@ -214,13 +218,13 @@ describe('campaign recipient queue', () => {
     const alive = '00000000-0000-4000-8000-0000000000a3';
     const me = '00000000-0000-4000-8000-0000000000e3';
     // Slotted 10 s apart: past any fence, so only the message rows decide.
-    const claimed = (await campaignQueue.claim(t.deps.db, id, 10, 60_000, FIRST_ID, false, { by: dead, startAt: Date.now(), intervalMs: 10_000 })).sort((a, b) => a.id.localeCompare(b.id));
+    const claimed = await claimSlotted(id, dead, 10_000);
     await campaignQueue.recordAttempts(t.deps.db, tenant.id, await campaignRow(tenant, id), dead, attemptsOf(claimed.slice(0, 1)));
     await t.deps.db.updateTable('campaign_recipients').set({ claimed_by: alive }).where('id', '=', claimed[2].id).execute();
     await t.deps.db.updateTable('campaign_recipients').set({ claimed_by: me }).where('id', '=', claimed[3].id).execute();
     const back = await campaignQueue.returnUnwritten(t.deps.db, me, async (claimants) => claimants.filter((c) => c !== alive), [tenant.id]);
     expect(back).toBe(1);
-    expect((await Promise.all(claimed.map((r) => recipient(r.id)))).map((r) => r.status)).toEqual(['sending', 'pending', 'sending', 'sending']);
+    expect(await statusesOf(claimed)).toEqual(['sending', 'pending', 'sending', 'sending']);
   });
 
   itOnPostgresServer('a row lock held from a second connection')('recordOutcomes locks every message row, then every recipient row in id order, before it changes one (as callbacks do: no deadlock)', async () => {

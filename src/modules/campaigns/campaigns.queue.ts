@@ -394,7 +394,7 @@ export const campaignQueue = {
   async othersUnanswered(db: Db, tenantId: string, claimant: string): Promise<number> {
     const { rows } = await sql<{ n: number }>`
       SELECT count(*)::int AS n FROM campaign_recipients r JOIN messages m ON m.id = r.id
-      WHERE r.campaign_id IN (SELECT c.id FROM campaigns c WHERE c.tenant_id = ${tenantId}::uuid AND c.status IN ('RUNNING', 'PAUSED'))
+      WHERE ${inLiveCampaigns(sql`c.tenant_id = ${tenantId}::uuid`)}
         AND r.status = 'sending' AND r.claimed_by <> ${claimant}::uuid
         AND m.attempted_at >= r.attempted_at AND m.upstream_message_id IS NULL AND m.status = 'accepted'`.execute(db);
     return rows[0].n;
@@ -547,6 +547,10 @@ export const campaignQueue = {
   },
 };
 
+/** Recipient `r` belongs to a running or paused campaign that `campaigns` (on alias c) selects. */
+const inLiveCampaigns = (campaigns: RawBuilder<unknown>) =>
+  sql`r.campaign_id IN (SELECT c.id FROM campaigns c WHERE c.status IN ('RUNNING', 'PAUSED') AND ${campaigns})`;
+
 /**
  * Sending claims of other processes, in campaigns `campaigns` selects (alias c), that were never
  * sent: without this attempt's message row, or (with `fenceMs`) slotted more than that far ahead.
@@ -557,7 +561,7 @@ export const campaignQueue = {
 async function putBackNeverSent(db: Db, claimant: string, gone: (claimants: string[]) => Promise<string[]>, campaigns: RawBuilder<unknown>, fenceMs: number | null): Promise<number> {
   const neverSent = (ids?: string[]) => sql<{ id: string; claimed_by: string; attempts: number }>`
     SELECT r.id, r.claimed_by, r.attempts FROM campaign_recipients r
-    WHERE r.campaign_id IN (SELECT c.id FROM campaigns c WHERE c.status IN ('RUNNING', 'PAUSED') AND ${campaigns})
+    WHERE ${inLiveCampaigns(campaigns)}
       AND r.status = 'sending' AND r.claimed_by <> ${claimant}::uuid ${ids ? sql`AND r.id = ANY(${ids}::uuid[])` : sql``}
       AND (${fenceMs === null ? sql`false` : sql`r.send_at > now() + ${fenceMs} * interval '1 millisecond'`}
         OR NOT EXISTS (SELECT 1 FROM messages m WHERE m.id = r.id AND m.attempted_at >= r.attempted_at))`;
