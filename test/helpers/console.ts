@@ -31,12 +31,16 @@ export interface ConsoleServer {
   api(method: string, path: string, body?: unknown, bearer?: string): Promise<{ status: number; body: any }>;
 }
 
-/** The built service on the embedded default in a fresh data directory, with its first-start tenant. */
+/**
+ * The built service on the embedded default in a fresh data directory, with its first-start tenant. The
+ * tests click through pages faster than a person, so the tenant's minute limit is lifted (a 429 is
+ * tested by interception); the sandbox approves a submitted template after 50 ms.
+ */
 export async function startConsoleServer(): Promise<ConsoleServer> {
   const dataDir = makeTempDir('msvc-console-');
   const [port, sandboxPort] = [await freePort(), await freePort()];
   const base = `http://127.0.0.1:${port}`;
-  const server = startBuiltServer({ DATA_DIR: dataDir, PORT: String(port), SANDBOX_PORT: String(sandboxPort), SANDBOX_REVIEW_MS: '50', WEBHOOK_DELIVERY_ENABLED: 'false', WEBHOOK_ALLOW_PRIVATE_NETWORKS: 'true', LOG_LEVEL: 'warn' });
+  const server = startBuiltServer({ DATA_DIR: dataDir, PORT: String(port), SANDBOX_PORT: String(sandboxPort), SANDBOX_REVIEW_MS: '50', RATE_LIMIT_PER_MINUTE: '100000', WEBHOOK_DELIVERY_ENABLED: 'false', WEBHOOK_ALLOW_PRIVATE_NETWORKS: 'true', LOG_LEVEL: 'warn' });
   const stop = async () => { await stopServer(server); removeTempDir(dataDir); };
   try {
     await waitForHttp(`${base}/healthz`, server, 60_000);
