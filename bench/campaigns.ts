@@ -270,12 +270,25 @@ export async function run(): Promise<object> {
     const metrics = await (await fetch(`${url}/admin/v1/metrics`, { headers: admin })).text();
     const statements = Number(/^db_statements_total(?:\{[^}]*\})? (\d+)/m.exec(metrics)?.[1] ?? Number.NaN);
     await new Promise((r) => setTimeout(r, 1500));
-    const rows = (await sql<{ n: number }>`SELECT coalesce(sum(n_tup_ins + n_tup_upd + n_tup_del), 0)::bigint AS n FROM pg_stat_user_tables`.execute(database.db)).rows[0].n;
-    return { statements, rows };
+    const { rows, updates, hot } = (await sql<{ rows: number; updates: number; hot: number }>`
+      SELECT coalesce(sum(n_tup_ins + n_tup_upd + n_tup_del), 0)::bigint AS rows, coalesce(sum(n_tup_upd), 0)::bigint AS updates,
+        coalesce(sum(n_tup_hot_upd), 0)::bigint AS hot
+      FROM pg_stat_user_tables`.execute(database.db)).rows[0];
+    // The whole server's WAL (PostgreSQL 14 and later): a measure of the writes that does not depend
+    // on the machine's speed, as CPU does. Other databases' writes count too, so a quiet server only.
+    const wal = (await sql<{ records: number; bytes: number }>`SELECT wal_records::bigint AS records, wal_bytes::bigint AS bytes FROM pg_stat_wal`
+      .execute(database.db).catch(() => ({ rows: [{ records: Number.NaN, bytes: Number.NaN }] }))).rows[0];
+    return { statements, rows, updates, hot, walRecords: wal.records, walBytes: wal.bytes };
   };
-  const workPerRecipient = (before: { statements: number; rows: number }, after: { statements: number; rows: number }, n: number) => ({
-    statements_per_recipient: Math.round(((after.statements - before.statements) / n) * 100) / 100,
-    rows_written_per_recipient: Math.round(((after.rows - before.rows) / n) * 100) / 100,
+  type Work = Awaited<ReturnType<typeof databaseWork>>;
+  const perRecipient = (value: number, n: number) => (Number.isFinite(value) ? Math.round((value / n) * 100) / 100 : null);
+  const workPerRecipient = (before: Work, after: Work, n: number) => ({
+    statements_per_recipient: perRecipient(after.statements - before.statements, n),
+    rows_written_per_recipient: perRecipient(after.rows - before.rows, n),
+    // Updates that rewrote no index (heap-only tuples), of all updates.
+    hot_update_share: Math.round(((after.hot - before.hot) / Math.max(1, after.updates - before.updates)) * 100) / 100,
+    wal_records_per_recipient: perRecipient(after.walRecords - before.walRecords, n),
+    wal_bytes_per_recipient: Number.isFinite(after.walBytes) ? Math.round((after.walBytes - before.walBytes) / n) : null,
   });
 
   const result: Record<string, unknown> = {
@@ -363,7 +376,7 @@ export async function run(): Promise<object> {
         measured: stopMeasuring(),
       };
       result.dispatch_unpaced = dispatchUnpaced;
-      console.log(`campaigns dispatch_unpaced: ${dispatchUnpaced.recipients_per_s} recipients/s over 4 numbers, CPU ms/recipient ${JSON.stringify(dispatchUnpaced.cpu_per_recipient)}, ${dispatchUnpaced.statements_per_recipient} statements and ${dispatchUnpaced.rows_written_per_recipient} rows written per recipient`);
+      console.log(`campaigns dispatch_unpaced: ${dispatchUnpaced.recipients_per_s} recipients/s over 4 numbers, CPU ms/recipient ${JSON.stringify(dispatchUnpaced.cpu_per_recipient)}, ${dispatchUnpaced.statements_per_recipient} statements, ${dispatchUnpaced.rows_written_per_recipient} rows written (${dispatchUnpaced.hot_update_share} of updates HOT) and ${dispatchUnpaced.wal_records_per_recipient} WAL records (${dispatchUnpaced.wal_bytes_per_recipient} bytes) per recipient`);
     }
     if (big || paced || four.length > 0) result.service_peak_rss_mb = peakRssMb(service.pid!);
 
