@@ -327,6 +327,34 @@ describe('campaign recipient queue', () => {
     expect(await campaignQueue.reconcileExpired(db, 60_000, [tenant.id])).toBe(0);
   });
 
+  it('a silent send past its window goes back without waiting five windows once a status later than it is heard and no answered send since still waits for its first status', async () => {
+    // A campaign's last batch: its worker died after writing the rows, and the account sends nothing more.
+    const { tenant, ids: [id] } = await campaignsOf(2);
+    const [silent, answered] = await claimAndRecord(tenant, id);
+    const db = t.deps.db;
+    const attempt = new Date(Date.now() - 70_000);
+    const expire = () => db.updateTable('campaign_recipients').set({ lease_until: new Date(Date.now() - 1_000), attempted_at: attempt }).where('id', '=', silent.id).execute();
+    const heardThrough = (at: Date) => db.updateTable('business_accounts').set({ statuses_through: at }).where('tenant_id', '=', tenant.id).execute();
+    await db.updateTable('messages').set({ upstream_message_id: `wamid.${answered.id}` }).where('id', '=', answered.id).execute();
+
+    // The other send was answered and has no status yet: the callbacks may be behind, so it waits.
+    await heardThrough(new Date(attempt.getTime() + 5_000));
+    await expire();
+    expect(await campaignQueue.reconcileExpired(db, 60_000, [tenant.id])).toBe(0);
+    expect((await recipient(silent.id)).status).toBe('sending');
+    // Its status came, but nothing heard is later than the silent attempt: still no evidence, it waits.
+    await db.updateTable('messages').set({ status: 'sent', status_rank: 1 }).where('id', '=', answered.id).execute();
+    await heardThrough(new Date(attempt.getTime() - 1_000));
+    await expire();
+    expect(await campaignQueue.reconcileExpired(db, 60_000, [tenant.id])).toBe(0);
+    // A status later than the attempt, and every answered send has its status: it goes back, 70 s after its attempt.
+    await heardThrough(new Date(attempt.getTime() + 5_000));
+    await expire();
+    expect(await campaignQueue.reconcileExpired(db, 60_000, [tenant.id])).toBe(1);
+    expect(await recipient(silent.id)).toMatchObject({ status: 'pending', lease_until: null });
+    expect(await statsOf(tenant, id)).toEqual(await truth(id));
+  });
+
   it('completeIfDone completes a RUNNING campaign only with nothing pending, folding its counters, once, with campaign.completed', async () => {
     const { tenant, ids: [id] } = await campaignsOf(2);
     expect(await campaignQueue.completeIfDone(t.deps.db, id)).toBeUndefined();

@@ -436,21 +436,26 @@ export const campaignQueue = {
    * upstream within the reconciliation window (from the attempt) the recipient goes back to
    * pending, to be sent again by whichever worker claims it, but only once the account's status
    * callbacks have caught up past that window too (statuses_through, the upstream's clock): a
-   * service whose callback processing lags must not take its own lag for silence. An account that
-   * hears nothing at all for RECONCILE_FALLBACK windows sends again anyway, so a last send is never
-   * stuck. Until then a recipient is looked at again every RECHECK. Returns how many were settled.
+   * service whose callback processing lags must not take its own lag for silence. When the
+   * account's sends stop (a campaign's last batch), no later status moves statuses_through past
+   * the window; then the callbacks count as caught up once one status later than the attempt is
+   * committed and no answered send of the account since a window before it still waits for its
+   * first status (`answersCaughtUp`). An account that hears nothing at all for RECONCILE_FALLBACK
+   * windows sends again anyway, so a last send is never stuck. Until then a recipient is looked at
+   * again every RECHECK. Returns how many were settled.
    */
   async reconcileExpired(db: Db, reconcileMs: number, onlyTenants?: string[], limit = 500): Promise<number> {
     const window = sql`${reconcileMs} * interval '1 millisecond'`;
     return db.transaction().execute(async (tx) => {
       // Locked first, resolved by the next statement: its snapshot sees every message row written
       // before the lock, and a write waiting for the lock finds the recipient moved on.
-      const { rows: locked } = await sql<{ id: string }>`
-        SELECT r.id FROM campaign_recipients r
+      const { rows: locked } = await sql<{ id: string; tenant_id: string; attempted_at: Date | null; silent: boolean }>`
+        SELECT r.id, r.tenant_id, r.attempted_at, r.attempted_at < now() - ${window} AS silent FROM campaign_recipients r
         WHERE r.status = 'sending' AND r.lease_until < now() AND ${tenantFilter('r', onlyTenants)}
         ORDER BY r.lease_until LIMIT ${limit}
         FOR UPDATE OF r SKIP LOCKED`.execute(tx);
       if (locked.length === 0) return 0;
+      const caughtUp = await answersCaughtUp(tx, locked.filter((r) => r.silent && r.attempted_at), reconcileMs);
       const { rows } = await sql<{ campaign_id: string; status: string }>`
         WITH expired AS (SELECT unnest(${locked.map((r) => r.id)}::uuid[]) AS id),
         resolved AS (
@@ -460,6 +465,7 @@ export const campaignQueue = {
                  -- No message row of this attempt: its worker died before writing it, so before any send.
                  WHEN r.attempted_at IS NULL OR m.id IS NULL OR m.attempted_at < r.attempted_at THEN 'pending'
                  WHEN r.attempted_at < now() - ${window} AND (ba.statuses_through > r.attempted_at + ${window}
+                   OR (ba.statuses_through > r.attempted_at AND r.tenant_id = ANY(${caughtUp}::uuid[]))
                    OR r.attempted_at < now() - ${RECONCILE_FALLBACK * reconcileMs} * interval '1 millisecond') THEN 'pending'
                  ELSE 'sending' END AS next
           FROM expired e JOIN campaign_recipients r ON r.id = e.id LEFT JOIN messages m ON m.id = e.id
@@ -546,6 +552,24 @@ export const campaignQueue = {
     return rows;
   },
 };
+
+/**
+ * Of the tenants of these silent sends (no word past their window), those with no answered send
+ * (an upstream id) still without its first status, among the messages made since a window before
+ * the tenant's oldest silent attempt: their callbacks are not lagging, so silence means unsent.
+ * A scan of those messages, only once a silent send's window has passed.
+ */
+async function answersCaughtUp(tx: Tx, silent: { tenant_id: string; attempted_at: Date | null }[], reconcileMs: number): Promise<string[]> {
+  const since = new Map<string, number>();
+  for (const r of silent) since.set(r.tenant_id, Math.min(since.get(r.tenant_id) ?? Infinity, r.attempted_at!.getTime() - reconcileMs));
+  if (since.size === 0) return [];
+  const values = sql.join([...since].map(([tenantId, at]) => sql`(${tenantId}::uuid, ${new Date(at)}::timestamptz)`));
+  const { rows } = await sql<{ tenant_id: string }>`
+    SELECT t.tenant_id FROM (VALUES ${values}) AS t(tenant_id, since)
+    WHERE NOT EXISTS (SELECT 1 FROM messages m WHERE m.tenant_id = t.tenant_id AND m.created_at >= t.since
+      AND m.upstream_message_id IS NOT NULL AND m.status = 'accepted')`.execute(tx);
+  return rows.map((r) => r.tenant_id);
+}
 
 /** Recipient `r` belongs to a running or paused campaign that `campaigns` (on alias c) selects. */
 const inLiveCampaigns = (campaigns: RawBuilder<unknown>) =>
