@@ -99,7 +99,7 @@ describe('campaign cost: pricing from callbacks, the estimate, the spend', () =>
 
     const csv = await call(t.app, tenant, 'GET', `/campaigns/${campaignId}/recipients`, undefined, { accept: 'text/csv' });
     const lines = csv.body.trimEnd().split('\n');
-    expect(lines[0]).toBe('id,phone_number,contact_id,status,message_id,error_code,error,attempts,updated_at,skip_reason,pricing_category,pricing_type,price,currency,replied_at,button_payload,clicked_at,click_count');
+    expect(lines[0]).toBe('id,phone_number,contact_id,status,message_id,error_code,error,attempts,updated_at,skip_reason,pricing_category,pricing_type,price,currency,replied_at,button_payload,clicked_at,click_count,next_attempt_at,time_zone');
     const indiaLine = lines.find((l) => l.includes('+919812345601'))!.split(',');
     expect(indiaLine.slice(10, 14)).toEqual(['marketing', 'regular', String(MARKETING.India), 'USD']);
 

@@ -414,7 +414,7 @@ describe('campaigns API: lifecycle, audience, recipients, errors, retarget', () 
       expect(csv.headers['content-type']).toMatch(/^text\/csv/);
       expect(csv.headers['content-disposition']).toContain('attachment');
       const lines = csv.body.trimEnd().split('\n');
-      expect(lines[0]).toBe('id,phone_number,contact_id,status,message_id,error_code,error,attempts,updated_at,skip_reason,pricing_category,pricing_type,price,currency,replied_at,button_payload,clicked_at,click_count');
+      expect(lines[0]).toBe('id,phone_number,contact_id,status,message_id,error_code,error,attempts,updated_at,skip_reason,pricing_category,pricing_type,price,currency,replied_at,button_payload,clicked_at,click_count,next_attempt_at,time_zone');
       expect(lines).toHaveLength(59);
       const all = (await page('?limit=100')).json().data;
       const byId = new Map(all.map((r: { id: string }) => [r.id, r]));

@@ -121,6 +121,12 @@ describe('campaigns: send windows in the recipient\'s local time', () => {
         expect(await sendsTo(c.phone)).toHaveLength(0);
         expect(rows.get(c.phone)).toMatchObject({ status: 'pending', time_zone: c.zone, next_attempt_at: nextOpening(c.zone, window.start) });
       }
+      // The CSV ends with the same two columns.
+      const csv = await call(t.app, tenant, 'GET', `/campaigns/${campaign.id}/recipients`, undefined, { accept: 'text/csv' });
+      const [header, ...lines] = csv.body.trimEnd().split('\n').map((l) => l.split(','));
+      expect(header.slice(-2)).toEqual(['next_attempt_at', 'time_zone']);
+      expect(lines).toHaveLength(5);
+      for (const line of lines) expect(line.slice(-2)).toEqual([rows.get(line[1]).next_attempt_at ?? '', rows.get(line[1]).time_zone]);
     } finally {
       await workers.stop();
     }

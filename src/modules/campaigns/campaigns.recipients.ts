@@ -24,6 +24,9 @@ import type { Campaign } from './campaigns.schemas.ts';
 
 const CSV_BATCH = 1000;
 
+/** When a pending or deferred recipient goes next (its window or retry time); null for any other. */
+const nextAttemptAt = (r: { status: string; not_before: Date | null }) => (r.status === 'pending' || r.status === 'deferred' ? isoOrNull(r.not_before) : null);
+
 function csvField(value: unknown): string {
   const text = value === null || value === undefined ? '' : String(value);
   // Quote what needs it, and defuse spreadsheet formulas (a value starting with = + - @).
@@ -61,7 +64,7 @@ export class CampaignRecipients {
         id: r.id, phone_number: r.phone, contact_id: r.contact_id, status: r.status, message_id: r.message_id,
         error: r.error_title, error_code: r.error_code === null ? null : errorCodeText(r.error_code), attempts: r.attempts, updated_at: isoOrNull(r.updated_at),
         skip_reason: r.skip_reason as SkipReason | null,
-        next_attempt_at: r.status === 'pending' || r.status === 'deferred' ? isoOrNull(r.not_before) : null,
+        next_attempt_at: nextAttemptAt(r),
         time_zone: r.time_zone,
         replied_at: isoOrNull(r.replied_at), button_payload: r.button_payload, clicked_at: isoOrNull(r.clicked_at), click_count: r.click_count ?? 0,
         ...(prices.get(r.id) ?? { pricing: null, price: null }),
@@ -75,7 +78,7 @@ export class CampaignRecipients {
     await this.campaign(tenantId, id);
     const db = this.db;
     async function* lines() {
-      yield 'id,phone_number,contact_id,status,message_id,error_code,error,attempts,updated_at,skip_reason,pricing_category,pricing_type,price,currency,replied_at,button_payload,clicked_at,click_count\n';
+      yield 'id,phone_number,contact_id,status,message_id,error_code,error,attempts,updated_at,skip_reason,pricing_category,pricing_type,price,currency,replied_at,button_payload,clicked_at,click_count,next_attempt_at,time_zone\n';
       let after = '00000000-0000-0000-0000-000000000000';
       for (;;) {
         let q = db.selectFrom('campaign_recipients').selectAll().where('campaign_id', '=', id).where('tenant_id', '=', tenantId).where('id', '>', after);
@@ -86,7 +89,7 @@ export class CampaignRecipients {
         yield rows.map((r) => {
           const { pricing, price } = prices.get(r.id) ?? { pricing: null, price: null };
           return [r.id, r.phone, r.contact_id, r.status, r.message_id, r.error_code, r.error_title, r.attempts, isoOrNull(r.updated_at), r.skip_reason,
-            pricing?.category, pricing?.type, price?.amount, price?.currency, isoOrNull(r.replied_at), r.button_payload, isoOrNull(r.clicked_at), r.click_count ?? 0].map(csvField).join(',') + '\n';
+            pricing?.category, pricing?.type, price?.amount, price?.currency, isoOrNull(r.replied_at), r.button_payload, isoOrNull(r.clicked_at), r.click_count ?? 0, nextAttemptAt(r), r.time_zone].map(csvField).join(',') + '\n';
         }).join('');
         after = rows[rows.length - 1].id;
       }
