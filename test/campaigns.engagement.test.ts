@@ -113,8 +113,8 @@ describe('campaigns: replies, taps, clicks and retargeting by engagement', () =>
     const listed = (await call(t.app, tenant, 'GET', `/campaigns/${id}/recipients?limit=10`)).json().data as Record<string, unknown>[];
     expect(listed.find((r) => r.phone_number === taps.phone)).toMatchObject({ replied_at: at(batch[1]), button_payload: 'INTERESTED', clicked_at: null, click_count: 0 });
     const csv = (await call(t.app, tenant, 'GET', `/campaigns/${id}/recipients`, undefined, { accept: 'text/csv' })).body.trim().split('\n');
-    expect(csv[0]).toMatch(/,currency,replied_at,button_payload,clicked_at,click_count$/);
-    expect(csv.find((line) => line.includes(taps.phone))).toMatch(new RegExp(`,${at(batch[1]).replace(/[.]/g, '\\.')},INTERESTED,,0$`));
+    expect(csv[0]).toMatch(/,currency,replied_at,button_payload,clicked_at,click_count,next_attempt_at,time_zone$/);
+    expect(csv.find((line) => line.includes(taps.phone))).toMatch(new RegExp(`,${at(batch[1]).replace(/[.]/g, '\\.')},INTERESTED,,0,,[^,]*$`));
   });
 
   it('a reply in one tenant never marks the campaign of another, and a message before the send is not a reply', { timeout: 90_000 }, async () => {
