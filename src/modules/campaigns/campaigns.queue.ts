@@ -449,13 +449,17 @@ export const campaignQueue = {
     return db.transaction().execute(async (tx) => {
       // Locked first, resolved by the next statement: its snapshot sees every message row written
       // before the lock, and a write waiting for the lock finds the recipient moved on.
-      const { rows: locked } = await sql<{ id: string; tenant_id: string; attempted_at: Date | null; silent: boolean }>`
-        SELECT r.id, r.tenant_id, r.attempted_at, r.attempted_at < now() - ${window} AS silent FROM campaign_recipients r
+      // `stalled`: past its window, with a status heard after the attempt but none past the window,
+      // the only case answersCaughtUp decides (so its scan never runs for the others).
+      const { rows: locked } = await sql<{ id: string; tenant_id: string; attempted_at: Date | null; stalled: boolean | null }>`
+        SELECT r.id, r.tenant_id, r.attempted_at,
+          r.attempted_at < now() - ${window} AND ba.statuses_through > r.attempted_at AND ba.statuses_through <= r.attempted_at + ${window} AS stalled
+        FROM campaign_recipients r LEFT JOIN business_accounts ba ON ba.tenant_id = r.tenant_id
         WHERE r.status = 'sending' AND r.lease_until < now() AND ${tenantFilter('r', onlyTenants)}
         ORDER BY r.lease_until LIMIT ${limit}
         FOR UPDATE OF r SKIP LOCKED`.execute(tx);
       if (locked.length === 0) return 0;
-      const caughtUp = await answersCaughtUp(tx, locked.filter((r) => r.silent && r.attempted_at), reconcileMs);
+      const caughtUp = await answersCaughtUp(tx, locked.filter((r) => r.stalled && r.attempted_at), reconcileMs);
       const { rows } = await sql<{ campaign_id: string; status: string }>`
         WITH expired AS (SELECT unnest(${locked.map((r) => r.id)}::uuid[]) AS id),
         resolved AS (
@@ -554,14 +558,14 @@ export const campaignQueue = {
 };
 
 /**
- * Of the tenants of these silent sends (no word past their window), those with no answered send
+ * Of the tenants of these stalled sends (no word past their window), those with no answered send
  * (an upstream id) still without its first status, among the messages made since a window before
- * the tenant's oldest silent attempt: their callbacks are not lagging, so silence means unsent.
- * A scan of those messages, only once a silent send's window has passed.
+ * the tenant's oldest stalled attempt: their callbacks are not lagging, so silence means unsent.
+ * A scan of those messages.
  */
-async function answersCaughtUp(tx: Tx, silent: { tenant_id: string; attempted_at: Date | null }[], reconcileMs: number): Promise<string[]> {
+async function answersCaughtUp(tx: Tx, stalled: { tenant_id: string; attempted_at: Date | null }[], reconcileMs: number): Promise<string[]> {
   const since = new Map<string, number>();
-  for (const r of silent) since.set(r.tenant_id, Math.min(since.get(r.tenant_id) ?? Infinity, r.attempted_at!.getTime() - reconcileMs));
+  for (const r of stalled) since.set(r.tenant_id, Math.min(since.get(r.tenant_id) ?? Infinity, r.attempted_at!.getTime() - reconcileMs));
   if (since.size === 0) return [];
   const values = sql.join([...since].map(([tenantId, at]) => sql`(${tenantId}::uuid, ${new Date(at)}::timestamptz)`));
   const { rows } = await sql<{ tenant_id: string }>`
