@@ -1,5 +1,5 @@
 import { execFileSync } from 'node:child_process';
-import { randomBytes } from 'node:crypto';
+import { randomBytes, randomUUID } from 'node:crypto';
 import { readFileSync, mkdtempSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -16,6 +16,10 @@ import { cpuSeconds, freePort, freshDatabase, pidsOf, requireRealServers, startP
  *   callback is processed and the stats are final; the busiest one-second window of sends;
  * - dispatch_unpaced: the same audience over four numbers at 1,000 each: what the machine sustains
  *   when pacing is not the limit, with the CPU per recipient of each process.
+ * - dispatch_bare (issue 24 §1): the same audience, numbers and sandbox through a bare baseline
+ *   (bench/servers/bare-dispatch.ts: one row per recipient, set-based writes, an events row per
+ *   status, nothing else) in place of the service: the floor to set dispatch_unpaced's PostgreSQL
+ *   work against, measured the same way on the same machine.
  * - dispatch_multi (issue 24 §2): the dispatch audience from one number at 1,000/s, sent by three
  *   ROLE=worker processes beside one ROLE=api process (which runs no workers), in place of the
  *   ROLE=all one, on the same database, Redis and sandbox: the busiest second at the sandbox, sends
@@ -29,7 +33,7 @@ import { cpuSeconds, freePort, freshDatabase, pidsOf, requireRealServers, startP
 const CONTACTS = Number(process.env.BENCH_CONTACTS ?? 1_000_000);
 const DISPATCH = Number(process.env.BENCH_DISPATCH ?? 100_000);
 const FULL = process.env.BENCH_FULL === '1';
-const ALL_PHASES = ['materialise', 'dispatch', 'dispatch_unpaced', 'dispatch_multi'];
+const ALL_PHASES = ['materialise', 'dispatch', 'dispatch_unpaced', 'dispatch_bare', 'dispatch_multi'];
 const PHASES = new Set((process.env.BENCH_CAMPAIGN_PHASES ?? ALL_PHASES.join(',')).split(',').map((p) => p.trim()).filter(Boolean));
 if (process.env.BENCH_UNPACED === '0') PHASES.delete('dispatch_unpaced');
 for (const phase of PHASES) if (!ALL_PHASES.includes(phase)) throw new Error(`unknown campaign phase "${phase}"; choose from ${ALL_PHASES.join(', ')}`);
@@ -299,7 +303,7 @@ export async function run(): Promise<object> {
     const big = PHASES.has('materialise') ? await tenant('bench materialise', 1000) : undefined;
     const paced = PHASES.has('dispatch') ? await tenant('bench dispatch', 1000) : undefined;
     const four: Tenant[] = [];
-    if (PHASES.has('dispatch_unpaced')) for (let i = 0; i < 4; i++) four.push(await tenant(`bench unpaced ${i}`, 1000));
+    if (PHASES.has('dispatch_unpaced') || PHASES.has('dispatch_bare')) for (let i = 0; i < 4; i++) four.push(await tenant(`bench unpaced ${i}`, 1000));
     const multi = PHASES.has('dispatch_multi') ? await tenant('bench dispatch multi', 1000) : undefined;
 
     // 1. Materialise 1,000,000 recipients.
@@ -350,7 +354,7 @@ export async function run(): Promise<object> {
     }
 
     // 3. The same audience size over four numbers at 1,000/s each.
-    if (four.length > 0) {
+    if (four.length > 0 && PHASES.has('dispatch_unpaced')) {
       const stopMeasuring = measuring();
       const share = Math.floor(DISPATCH / 4);
       for (const [i, t] of four.entries()) await seed(database, t.id, share, 2_000_000 + i * share, 'all');
@@ -377,6 +381,51 @@ export async function run(): Promise<object> {
       };
       result.dispatch_unpaced = dispatchUnpaced;
       console.log(`campaigns dispatch_unpaced: ${dispatchUnpaced.recipients_per_s} recipients/s over 4 numbers, CPU ms/recipient ${JSON.stringify(dispatchUnpaced.cpu_per_recipient)}, ${dispatchUnpaced.statements_per_recipient} statements, ${dispatchUnpaced.rows_written_per_recipient} rows written (${dispatchUnpaced.hot_update_share} of updates HOT) and ${dispatchUnpaced.wal_records_per_recipient} WAL records (${dispatchUnpaced.wal_bytes_per_recipient} bytes) per recipient`);
+    }
+    // 3b. The same, through the bare baseline, its own contacts (phones after the service's).
+    if (four.length > 0 && PHASES.has('dispatch_bare')) {
+      const stopMeasuring = measuring();
+      const share = Math.floor(DISPATCH / 4);
+      for (const [i, t] of four.entries()) await seed(database, t.id, share, 2_000_000 + (4 + i) * share, 'bare');
+      const barePort = await freePort();
+      const bareUrl = `http://127.0.0.1:${barePort}`;
+      const bare = await startProcess('bench/servers/bare-dispatch.ts', {
+        PORT: String(barePort), DATABASE_URL: fresh.url, UPSTREAM_BASE_URL: sandboxUrl, UPSTREAM_APP_SECRET: appSecret,
+      }, `${bareUrl}/healthz`);
+      await json(`${sandboxUrl}/__sandbox/config`, { method: 'PUT', body: JSON.stringify({ callback_url: `${bareUrl}/upstream/webhook` }) });
+      try {
+        const templates = await Promise.all(four.map(async (t) => (await json(`${url}/api/v1/public/templates/${t.templateId}`, { headers: t.auth })).template_name as string));
+        const ids = four.map(() => randomUUID());
+        const work0 = await databaseWork();
+        const cpu0 = await cpuSnapshot({ bare: [bare.pid!] });
+        const t0 = Date.now();
+        await Promise.all(four.map((t, i) => json(`${bareUrl}/bare/campaigns`, { method: 'POST', body: JSON.stringify({
+          campaign_id: ids[i], tenant_id: t.id, tag: 'bare', phone_number_id: t.phoneNumberId, template_name: templates[i] }) })));
+        for (const deadline = Date.now() + 30 * 60_000; ;) {
+          const states = await Promise.all(ids.map((id) => json(`${bareUrl}/bare/campaigns/${id}`)));
+          if (states.every((c) => c.final)) break;
+          if (Date.now() > deadline) throw new Error(`bare campaigns not final: ${JSON.stringify(states)}`);
+          await new Promise((r) => setTimeout(r, 100));
+        }
+        const bareS = (Date.now() - t0) / 1000;
+        const cpu1 = await cpuSnapshot({ bare: [bare.pid!] });
+        const work1 = await databaseWork();
+        const { statements_per_recipient: _counted, ...work } = workPerRecipient(work0, work1, share * 4);
+        result.dispatch_bare = {
+          recipients: share * 4,
+          phone_numbers: 4,
+          elapsed_s: Math.round(bareS * 10) / 10,
+          recipients_per_s: Math.round((share * 4) / bareS),
+          // `service_ms` is this run's idle service (its pollers), `bare_ms` the baseline's process.
+          cpu_per_recipient: cpuPerRecipient(cpu0, cpu1, share * 4),
+          ...work,
+          measured: stopMeasuring(),
+        };
+        console.log(`campaigns dispatch_bare: ${(result.dispatch_bare as any).recipients_per_s} recipients/s over 4 numbers, CPU ms/recipient ${JSON.stringify((result.dispatch_bare as any).cpu_per_recipient)}, ${work.rows_written_per_recipient} rows written (${work.hot_update_share} of updates HOT) and ${work.wal_records_per_recipient} WAL records (${work.wal_bytes_per_recipient} bytes) per recipient`);
+      } finally {
+        await json(`${sandboxUrl}/__sandbox/config`, { method: 'PUT', body: JSON.stringify({ callback_url: `${url}/upstream/webhook` }) });
+        await stopProcess(bare);
+      }
     }
     if (big || paced || four.length > 0) result.service_peak_rss_mb = peakRssMb(service.pid!);
 
