@@ -26,10 +26,12 @@ describe('marketing consent', () => {
     sandboxControl(t.sandbox!, 'POST', '/__sandbox/user_preferences', { to_phone_number_id: tenant.phoneNumberId, from, value, ...extra });
   const inbound = (tenant: UpstreamTenant, from: string, text: string, extra: Record<string, unknown> = {}) =>
     sandboxControl(t.sandbox!, 'POST', '/__sandbox/inbound', { to_phone_number_id: tenant.phoneNumberId, from, text, ...extra });
+  // Inbound callbacks come from the sandbox over HTTP: with the multi-node drill running beside this
+  // file on two cores, 10 s was not always enough.
   const optedOut = (tenant: UpstreamTenant, id: string, value: boolean) => eventually(async () => {
     const c = await contactOf(tenant, id);
     return c.marketing_opt_out === value ? c : null;
-  });
+  }, 30_000);
 
   /** Runs a campaign of `category` to `tag` to its end; returns it with its recipients. */
   async function runCampaign(tenant: UpstreamTenant, templateId: string, tag: string) {

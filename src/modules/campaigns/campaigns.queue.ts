@@ -1,5 +1,6 @@
 import { sql, type RawBuilder } from 'kysely';
 import type { Db, Tx } from '../../db/database.ts';
+import { unnestRows } from '../../db/unnest.ts';
 import { foldCounterMoves, recordCounterMoves, type CampaignRow } from './campaigns.repository.ts';
 import { recordTransition } from './campaigns.service.ts';
 import { recordEvents, type NewEvent } from '../../events/events.ts';
@@ -247,9 +248,11 @@ export const campaignQueue = {
    */
   async recordAttempts(db: Db, tenantId: string, campaign: RunningCampaign, claimant: string | null, sends: { id: string; contactId: string | null; to: string; components: unknown[]; attempts: number }[]): Promise<Set<string>> {
     if (sends.length === 0) return new Set();
-    const values = sql.join(sends.map((s) => sql`(${s.id}::uuid, ${s.contactId}::uuid, ${s.to}::text, ${JSON.stringify(s.components)}::jsonb, ${s.attempts}::int)`));
+    const batch = unnestRows(sends, 'v', [
+      ['id', 'uuid', (s) => s.id], ['contact_id', 'uuid', (s) => s.contactId], ['to_phone', 'text', (s) => s.to],
+      ['components', 'jsonb', (s) => JSON.stringify(s.components)], ['attempts', 'int', (s) => s.attempts]]);
     const { rows } = await sql<{ id: string }>`
-      WITH v(id, contact_id, to_phone, components, attempts) AS (VALUES ${values}),
+      WITH v AS (SELECT * FROM ${batch}),
       mine AS (
         SELECT r.id FROM campaign_recipients r JOIN v ON v.id = r.id
         WHERE r.status = 'sending' AND r.attempts = v.attempts AND r.claimed_by IS NOT DISTINCT FROM ${claimant}::uuid
@@ -295,15 +298,16 @@ export const campaignQueue = {
     await sql`SELECT id FROM messages WHERE id = ANY(${ids}::uuid[]) ORDER BY id FOR UPDATE`.execute(tx);
     await sql`SELECT id FROM campaign_recipients WHERE id = ANY(${ids}::uuid[]) ORDER BY id FOR UPDATE`.execute(tx);
     if (accepted.length > 0) {
-      const values = sql.join(accepted.map((a) => sql`(${a.id}::uuid, ${a.wamid}::text, ${a.heldUntil ? 'held' : 'sent'}::text, ${a.heldUntil ?? null}::timestamptz)`));
+      const values = unnestRows(accepted, 'v', [
+        ['id', 'uuid', (a) => a.id], ['wamid', 'text', (a) => a.wamid], ['next', 'text', (a) => (a.heldUntil ? 'held' : 'sent')], ['until', 'timestamptz', (a) => a.heldUntil ?? null]]);
       // A callback that already sent the recipient back for another attempt (retry later, deferred)
       // settled this one: its upstream id must not stand in for the next attempt's.
       await sql`
         UPDATE messages m SET upstream_message_id = v.wamid, updated_at = now()
-        FROM (VALUES ${values}) v(id, wamid, next, until) WHERE m.id = v.id AND m.upstream_message_id IS NULL
+        FROM ${values} WHERE m.id = v.id AND m.upstream_message_id IS NULL
           AND NOT EXISTS (SELECT 1 FROM campaign_recipients r WHERE r.id = v.id AND r.status IN ('pending', 'deferred'))`.execute(tx);
       const { rows } = await sql<{ campaign_id: string; old: string; status: string }>`
-        WITH v(id, wamid, next, until) AS (VALUES ${values}),
+        WITH v AS (SELECT * FROM ${values}),
         old AS (SELECT r.id, r.status FROM campaign_recipients r JOIN v ON v.id = r.id)
         UPDATE campaign_recipients r SET message_id = v.wamid, lease_until = NULL, updated_at = now(),
           status = CASE WHEN old.status = 'sending' THEN v.next ELSE r.status END,
@@ -313,16 +317,16 @@ export const campaignQueue = {
       for (const r of rows) moves.push({ campaignId: r.campaign_id, from: r.old, to: r.status });
     }
     if (failed.length > 0) {
-      const values = sql.join(failed.map((f) => sql`(${f.id}::uuid, ${f.code}::int, ${f.title.slice(0, 500)}::text)`));
+      const values = unnestRows(failed, 'v', [['id', 'uuid', (f) => f.id], ['code', 'int', (f) => f.code], ['title', 'text', (f) => f.title.slice(0, 500)]]);
       const { rows } = await sql<{ campaign_id: string }>`
         UPDATE campaign_recipients r SET status = 'failed', error_code = v.code, error_title = v.title, lease_until = NULL, updated_at = now()
-        FROM (VALUES ${values}) v(id, code, title) WHERE r.id = v.id AND r.status = 'sending'
+        FROM ${values} WHERE r.id = v.id AND r.status = 'sending'
         RETURNING r.campaign_id`.execute(tx);
       for (const r of rows) moves.push({ campaignId: r.campaign_id, from: 'sending', to: 'failed' });
       // Each failure reaches the tenant once: the message moves to failed here, and its event with it.
       const { rows: refused } = await sql<RefusedRow>`
         UPDATE messages m SET status = 'failed', status_rank = 4, failed_at = now(), error_code = v.code, error_title = v.title, updated_at = now()
-        FROM (VALUES ${values}) v(id, code, title) WHERE m.id = v.id AND m.status_rank < 4
+        FROM ${values} WHERE m.id = v.id AND m.status_rank < 4
         RETURNING m.id, m.tenant_id, m.upstream_message_id, m.to_phone, m.contact_id, m.campaign_id, m.template_name, m.error_code, m.error_title`.execute(tx);
       const byTenant = new Map<string, NewEvent[]>();
       for (const m of refused) byTenant.set(m.tenant_id, [...(byTenant.get(m.tenant_id) ?? []), refusedEvent(m, { code: m.error_code, title: m.error_title })]);
@@ -333,32 +337,34 @@ export const campaignQueue = {
       }
     }
     if (retry.length > 0 || deferred.length > 0) {
-      const values = sql.join([
-        ...retry.map((r) => sql`(${r.id}::uuid, ${r.retryAt}::timestamptz, 'pending', 0, ${r.claim !== undefined}::boolean, ${r.claim?.by ?? null}::uuid, ${r.claim?.attempts ?? null}::int)`),
-        ...deferred.map((d) => sql`(${d.id}::uuid, ${d.retryAt}::timestamptz, 'deferred', 1, false, NULL::uuid, NULL::int)`)]);
+      const values = unnestRows([
+        ...retry.map((r) => ({ id: r.id, at: r.retryAt, next: 'pending', defer: 0, guarded: r.claim !== undefined, claimedBy: r.claim?.by ?? null, attempts: r.claim?.attempts ?? null })),
+        ...deferred.map((d) => ({ id: d.id, at: d.retryAt, next: 'deferred', defer: 1, guarded: false, claimedBy: null, attempts: null }))], 'v', [
+        ['id', 'uuid', (r) => r.id], ['at', 'timestamptz', (r) => r.at], ['next', 'text', (r) => r.next], ['defer', 'int', (r) => r.defer],
+        ['guarded', 'boolean', (r) => r.guarded], ['claimed_by', 'uuid', (r) => r.claimedBy], ['attempts', 'int', (r) => r.attempts]]);
       const { rows } = await sql<{ campaign_id: string; status: string }>`
         UPDATE campaign_recipients r SET status = v.next, not_before = v.at, defers = r.defers + v.defer, lease_until = NULL, updated_at = now()
-        FROM (VALUES ${values}) v(id, at, next, defer, guarded, claimed_by, attempts) WHERE r.id = v.id AND r.status = 'sending'
+        FROM ${values} WHERE r.id = v.id AND r.status = 'sending'
           AND (NOT v.guarded OR (r.claimed_by IS NOT DISTINCT FROM v.claimed_by AND r.attempts = v.attempts))
         RETURNING r.campaign_id, r.status`.execute(tx);
       for (const r of rows) moves.push({ campaignId: r.campaign_id, from: 'sending', to: r.status });
     }
     if (unknown.length > 0) {
-      const values = sql.join(unknown.map((u) => sql`(${u.id}::uuid, ${u.reconcileAt}::timestamptz)`));
+      const values = unnestRows(unknown, 'v', [['id', 'uuid', (u) => u.id], ['at', 'timestamptz', (u) => u.reconcileAt]]);
       await sql`
         UPDATE campaign_recipients r SET lease_until = v.at, updated_at = now()
-        FROM (VALUES ${values}) v(id, at) WHERE r.id = v.id AND r.status = 'sending'`.execute(tx);
+        FROM ${values} WHERE r.id = v.id AND r.status = 'sending'`.execute(tx);
     }
     if (unsent.length > 0) {
-      const values = sql.join(unsent.map((u) => sql`(${u.id}::uuid, ${u.claimedBy}::uuid, ${u.attempts}::int)`));
+      const values = unnestRows(unsent, 'v', [['id', 'uuid', (u) => u.id], ['claimed_by', 'uuid', (u) => u.claimedBy], ['attempts', 'int', (u) => u.attempts]]);
       const mine = sql`r.status = 'sending' AND r.claimed_by IS NOT DISTINCT FROM v.claimed_by AND r.attempts = v.attempts`;
       // A first attempt's row only: an earlier attempt's (outcome unknown) may still hear from the upstream.
       await sql`
-        DELETE FROM messages m USING campaign_recipients r, (VALUES ${values}) v(id, claimed_by, attempts)
+        DELETE FROM messages m USING campaign_recipients r, ${values}
         WHERE m.id = v.id AND r.id = v.id AND ${mine} AND r.attempts <= 1 AND m.upstream_message_id IS NULL AND m.status = 'accepted'`.execute(tx);
       await sql`
         UPDATE campaign_recipients r SET status = 'pending', attempts = greatest(r.attempts - 1, 0), lease_until = NULL, claimed_by = NULL, send_at = NULL, updated_at = now()
-        FROM (VALUES ${values}) v(id, claimed_by, attempts) WHERE r.id = v.id AND ${mine}`.execute(tx);
+        FROM ${values} WHERE r.id = v.id AND ${mine}`.execute(tx);
     }
     await recordCounterMoves(tx, moves);
     return moves;
@@ -531,10 +537,11 @@ export const campaignQueue = {
       if (!seen || STATUS_RANK[u.status] > STATUS_RANK[seen.status]) furthest.set(u.id, u);
     }
     if (furthest.size === 0) return;
-    const values = sql.join([...furthest.values()].map((u) => sql`(${u.id}::uuid, ${u.status}::text, ${u.wamid}::text, ${u.code}::int, ${u.title}::text)`));
+    const values = unnestRows([...furthest.values()], 'v', [
+      ['id', 'uuid', (u) => u.id], ['status', 'text', (u) => u.status], ['wamid', 'text', (u) => u.wamid], ['code', 'int', (u) => u.code], ['title', 'text', (u) => u.title]]);
     // Only recipients that move are locked: most `sent` callbacks find theirs sent already.
     const { rows } = await sql<{ campaign_id: string; old: string; status: string }>`
-      WITH v(id, status, wamid, code, title) AS (VALUES ${values}),
+      WITH v AS (SELECT * FROM ${values}),
       old AS (
         SELECT r.id, r.status FROM campaign_recipients r JOIN v ON v.id = r.id
         WHERE ${RANK_SQL('r.status')} < ${RANK_SQL('v.status')} AND r.status <> 'failed'
@@ -567,9 +574,9 @@ async function answersCaughtUp(tx: Tx, stalled: { tenant_id: string; attempted_a
   const since = new Map<string, number>();
   for (const r of stalled) since.set(r.tenant_id, Math.min(since.get(r.tenant_id) ?? Infinity, r.attempted_at!.getTime() - reconcileMs));
   if (since.size === 0) return [];
-  const values = sql.join([...since].map(([tenantId, at]) => sql`(${tenantId}::uuid, ${new Date(at)}::timestamptz)`));
+  const tenants = unnestRows([...since], 't', [['tenant_id', 'uuid', ([tenantId]) => tenantId], ['since', 'timestamptz', ([, at]) => new Date(at)]]);
   const { rows } = await sql<{ tenant_id: string }>`
-    SELECT t.tenant_id FROM (VALUES ${values}) AS t(tenant_id, since)
+    SELECT t.tenant_id FROM ${tenants}
     WHERE NOT EXISTS (SELECT 1 FROM messages m WHERE m.tenant_id = t.tenant_id AND m.created_at >= t.since
       AND m.upstream_message_id IS NOT NULL AND m.status = 'accepted')`.execute(tx);
   return rows.map((r) => r.tenant_id);

@@ -1,5 +1,6 @@
 import { sql } from 'kysely';
 import type { Queryable } from '../../db/database.ts';
+import { unnestRows } from '../../db/unnest.ts';
 
 export interface NewMessage {
   id: string;
@@ -71,13 +72,15 @@ export const messagesRepository = {
 
   /** insertAccepted for many messages in one statement (the send path's write batcher). */
   async insertAcceptedMany(db: Queryable, items: { tenantId: string; values: NewMessage }[]): Promise<{ id: string; contact_id: string | null }[]> {
-    const rows = sql.join(items.map(({ tenantId, values }) => sql`(${values.id}::uuid, ${tenantId}::uuid,
-        (SELECT id FROM contacts WHERE tenant_id = ${tenantId} AND phone = ${values.to} AND deleted_at IS NULL),
-        ${values.templateId}::uuid, ${values.templateName}, ${values.language}, ${values.to}, ${JSON.stringify(values.components)}::jsonb,
-        'accepted', ${values.campaignId ?? null}::uuid, ${values.id})`));
+    const batch = unnestRows(items, 'v', [
+      ['id', 'uuid', (i) => i.values.id], ['tenant_id', 'uuid', (i) => i.tenantId], ['template_id', 'uuid', (i) => i.values.templateId],
+      ['template_name', 'text', (i) => i.values.templateName], ['language', 'text', (i) => i.values.language], ['to_phone', 'text', (i) => i.values.to],
+      ['components', 'jsonb', (i) => JSON.stringify(i.values.components)], ['campaign_id', 'uuid', (i) => i.values.campaignId ?? null]]);
     const { rows: inserted } = await sql<{ id: string; contact_id: string | null }>`
       INSERT INTO messages (id, tenant_id, contact_id, template_id, template_name, language, to_phone, components, status, campaign_id, callback_data)
-      VALUES ${rows}
+      SELECT v.id, v.tenant_id, (SELECT c.id FROM contacts c WHERE c.tenant_id = v.tenant_id AND c.phone = v.to_phone AND c.deleted_at IS NULL),
+        v.template_id, v.template_name, v.language, v.to_phone, v.components, 'accepted', v.campaign_id, v.id::text
+      FROM ${batch}
       RETURNING id, contact_id`.execute(db);
     const byId = new Map(inserted.map((r) => [r.id, r]));
     return items.map(({ values }) => byId.get(values.id)!);
@@ -85,9 +88,9 @@ export const messagesRepository = {
 
   /** recordAccepted for many messages: one SKIP LOCKED update, then the rare leftovers one by one. */
   async recordAcceptedMany(db: Queryable, items: { tenantId: string; values: NewMessage; upstreamMessageId: string }[]): Promise<void[]> {
-    const rows = sql.join(items.map((i) => sql`(${i.values.id}::uuid, ${i.tenantId}::uuid, ${i.upstreamMessageId}::text)`));
+    const batch = unnestRows(items, 'v', [['id', 'uuid', (i) => i.values.id], ['tenant_id', 'uuid', (i) => i.tenantId], ['wamid', 'text', (i) => i.upstreamMessageId]]);
     const { rows: updated } = await sql<{ id: string }>`
-      WITH v(id, tenant_id, wamid) AS (VALUES ${rows}),
+      WITH v AS (SELECT * FROM ${batch}),
       free AS (
         SELECT m.id FROM messages m JOIN v ON m.id = v.id AND m.tenant_id = v.tenant_id
         WHERE m.upstream_message_id IS NULL

@@ -1,5 +1,6 @@
 import { sql } from 'kysely';
 import type { Tx } from '../../db/database.ts';
+import { unnestRows } from '../../db/unnest.ts';
 import { recordEvents, type NewEvent } from '../../events/events.ts';
 import type { Pricing, RateCard } from '../pricing/rate-card.ts';
 
@@ -157,11 +158,16 @@ export async function applyMessageStatuses(tx: Tx, tenantId: string, updates: St
   }
 
   if (changes.length > 0) {
-    const values = sql.join(changes.map((c) => sql`(${c.id}::uuid, ${c.wamid}::text, ${c.status}::text, ${c.rank}::smallint, ${c.sent}::timestamptz, ${c.delivered}::timestamptz,
-      ${c.read}::timestamptz, ${c.failed}::timestamptz, ${c.code}::integer, ${c.title}::text, ${c.pricing !== null}::boolean, ${c.pricing?.category ?? null}::text,
-      ${c.pricing?.type ?? null}::text, ${c.pricing?.billable ?? null}::boolean, ${c.pricing?.pricing_model ?? null}::text, ${c.setPrice}::boolean,
-      ${c.price?.amount ?? null}::numeric, ${c.price?.currency ?? null}::text, ${c.move?.category ?? null}::text, ${c.move?.currency ?? null}::text,
-      ${c.move?.messages ?? 0}::integer, ${c.move?.amount ?? 0}::numeric)`));
+    const changed = unnestRows(changes, 'v', [
+      ['id', 'uuid', (c) => c.id], ['wamid', 'text', (c) => c.wamid], ['status', 'text', (c) => c.status], ['rank', 'smallint', (c) => c.rank],
+      ['sent_at', 'timestamptz', (c) => c.sent], ['delivered_at', 'timestamptz', (c) => c.delivered], ['read_at', 'timestamptz', (c) => c.read],
+      ['failed_at', 'timestamptz', (c) => c.failed], ['code', 'integer', (c) => c.code], ['title', 'text', (c) => c.title],
+      ['priced', 'boolean', (c) => c.pricing !== null], ['p_category', 'text', (c) => c.pricing?.category ?? null], ['p_type', 'text', (c) => c.pricing?.type ?? null],
+      ['p_billable', 'boolean', (c) => c.pricing?.billable ?? null], ['p_model', 'text', (c) => c.pricing?.pricing_model ?? null], ['set_price', 'boolean', (c) => c.setPrice],
+      ['amount', 'numeric', (c) => c.price?.amount ?? null], ['currency', 'text', (c) => c.price?.currency ?? null],
+      ['move_category', 'text', (c) => c.move?.category ?? null], ['move_currency', 'text', (c) => c.move?.currency ?? null],
+      ['move_messages', 'integer', (c) => c.move?.messages ?? 0], ['move_amount', 'numeric', (c) => c.move?.amount ?? 0],
+    ]);
     // One statement: the messages' update, and the spend of the campaign messages it priced.
     await sql`
       WITH updated AS (
@@ -178,8 +184,7 @@ export async function applyMessageStatuses(tx: Tx, tenantId: string, updates: St
           price_amount = CASE WHEN v.set_price THEN v.amount ELSE m.price_amount END,
           price_currency = CASE WHEN v.set_price THEN v.currency ELSE m.price_currency END,
           updated_at = now()
-        FROM (VALUES ${values}) AS v(id, wamid, status, rank, sent_at, delivered_at, read_at, failed_at, code, title,
-          priced, p_category, p_type, p_billable, p_model, set_price, amount, currency, move_category, move_currency, move_messages, move_amount)
+        FROM ${changed}
         WHERE m.tenant_id = ${tenantId} AND m.id = v.id
         RETURNING m.campaign_id, v.move_category, v.move_currency, v.move_messages, v.move_amount)
       INSERT INTO campaign_cost_moves (campaign_id, category, currency, messages, amount)
