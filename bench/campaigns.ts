@@ -396,8 +396,9 @@ export async function run(): Promise<object> {
       try {
         const templates = await Promise.all(four.map(async (t) => (await json(`${url}/api/v1/public/templates/${t.templateId}`, { headers: t.auth })).template_name as string));
         const ids = four.map(() => randomUUID());
+        const bareOwn = { service: [service.pid!], bare: [bare.pid!] };
         const work0 = await databaseWork();
-        const cpu0 = await cpuSnapshot({ bare: [bare.pid!] });
+        const cpu0 = await cpuSnapshot(bareOwn);
         const t0 = Date.now();
         await Promise.all(four.map((t, i) => json(`${bareUrl}/bare/campaigns`, { method: 'POST', body: JSON.stringify({
           campaign_id: ids[i], tenant_id: t.id, tag: 'bare', phone_number_id: t.phoneNumberId, template_name: templates[i] }) })));
@@ -408,7 +409,7 @@ export async function run(): Promise<object> {
           await new Promise((r) => setTimeout(r, 100));
         }
         const bareS = (Date.now() - t0) / 1000;
-        const cpu1 = await cpuSnapshot({ bare: [bare.pid!] });
+        const cpu1 = await cpuSnapshot(bareOwn);
         const work1 = await databaseWork();
         const { statements_per_recipient: _counted, ...work } = workPerRecipient(work0, work1, share * 4);
         result.dispatch_bare = {

@@ -4,16 +4,10 @@
 // batch; each status callback applied as one statement that moves the rows, inserts an events row
 // per status moved and the campaign's counter moves. No leases, reconciliation, consent, pricing,
 // webhook fan-out or crash safety: a floor to set the service's figure against, not a design.
-import { createHmac, timingSafeEqual } from 'node:crypto';
 import Fastify from 'fastify';
 import pg from 'pg';
 import { Agent, request } from 'undici';
-
-const env = (name: string) => {
-  const value = process.env[name];
-  if (!value) throw new Error(`${name} is required`);
-  return value;
-};
+import { env, RANK, statusCallbackRoute } from './bare-common.ts';
 const upstream = env('UPSTREAM_BASE_URL');
 const appSecret = env('UPSTREAM_APP_SECRET');
 const BATCH = 50;
@@ -22,7 +16,6 @@ const LOOPS = 4;
 
 const pool = new pg.Pool({ connectionString: env('DATABASE_URL'), max: 20 });
 const agent = new Agent({ connections: 256, pipelining: 1, keepAliveTimeout: 30_000 });
-const RANK: Record<string, number> = { sent: 1, delivered: 2, read: 3, failed: 4 };
 
 await pool.query(`
   DROP TABLE IF EXISTS bare_recipients, bare_counter_moves;
@@ -107,44 +100,33 @@ app.get('/bare/campaigns/:id', async (req) => {
   return campaign ? { total: campaign.total, done: campaign.done, final: !campaign.sending && campaign.done >= campaign.total } : null;
 });
 
-app.register(async (scope) => {
-  scope.addContentTypeParser('application/json', { parseAs: 'buffer' }, (_req, body, done) => done(null, body));
-  scope.post('/upstream/webhook', async (req, reply) => {
-    const raw = req.body as Buffer;
-    const expected = Buffer.from(`sha256=${createHmac('sha256', appSecret).update(raw).digest('hex')}`);
-    const given = Buffer.from(String(req.headers['x-hub-signature-256'] ?? ''));
-    if (given.length !== expected.length || !timingSafeEqual(given, expected)) return reply.code(401).send();
-    type Status = { id: string; status: string; timestamp: string; biz_opaque_callback_data?: string };
-    const payload = JSON.parse(raw.toString('utf8')) as { entry?: { changes?: { value?: { statuses?: Status[] } }[] }[] };
-    const statuses = (payload.entry ?? []).flatMap((e) => (e.changes ?? []).flatMap((c) => c.value?.statuses ?? []))
-      .filter((s) => RANK[s.status] && s.biz_opaque_callback_data);
-    if (statuses.length === 0) return reply.code(200).send();
-    // Found by our row id (biz_opaque_callback_data), so a status that overtakes the send's answer still applies.
-    const { rows } = await query<{ campaign_id: string; status: string }>(`
-      WITH v(id, wamid, status, rank, at) AS (SELECT * FROM unnest($1::uuid[], $2::text[], $3::text[], $4::smallint[], $5::timestamptz[])),
-      moved AS (
-        UPDATE bare_recipients r SET status = v.status, status_rank = v.rank, updated_at = now(),
-          sent_at = CASE WHEN v.status = 'sent' THEN v.at ELSE r.sent_at END,
-          delivered_at = CASE WHEN v.status = 'delivered' THEN v.at ELSE r.delivered_at END,
-          read_at = CASE WHEN v.status = 'read' THEN v.at ELSE r.read_at END,
-          failed_at = CASE WHEN v.status = 'failed' THEN v.at ELSE r.failed_at END
-        FROM v WHERE r.id = v.id AND r.status_rank < v.rank
-        RETURNING r.tenant_id, r.campaign_id, r.contact_id, r.phone, v.wamid, v.status, v.at),
-      events AS (
-        INSERT INTO events (id, tenant_id, type, data, created_at)
-        SELECT gen_random_uuid(), m.tenant_id, 'message.' || m.status, jsonb_build_object('message_id', m.wamid, 'to', m.phone, 'status', m.status,
-          'timestamp', m.at, m.status || '_at', m.at, 'contact_id', m.contact_id, 'campaign_id', m.campaign_id, 'template_name', 'bench'), now()
-        FROM moved m),
-      counted AS (INSERT INTO bare_counter_moves SELECT campaign_id, status, count(*) FROM moved GROUP BY 1, 2)
-      SELECT campaign_id, status FROM moved`,
-    [statuses.map((s) => s.biz_opaque_callback_data), statuses.map((s) => s.id), statuses.map((s) => s.status), statuses.map((s) => RANK[s.status]),
-      statuses.map((s) => new Date(Number(s.timestamp) * 1000))]);
-    for (const r of rows) {
-      const campaign = campaigns.get(r.campaign_id);
-      if (campaign && (r.status === 'read' || r.status === 'failed')) campaign.done++;
-    }
-    return reply.code(200).send();
-  });
+statusCallbackRoute(app, appSecret, async (all) => {
+  const statuses = all.filter((s) => RANK[s.status] && s.biz_opaque_callback_data);
+  if (statuses.length === 0) return;
+  // Found by our row id (biz_opaque_callback_data), so a status that overtakes the send's answer still applies.
+  const { rows } = await query<{ campaign_id: string; status: string }>(`
+    WITH v(id, wamid, status, rank, at) AS (SELECT * FROM unnest($1::uuid[], $2::text[], $3::text[], $4::smallint[], $5::timestamptz[])),
+    moved AS (
+      UPDATE bare_recipients r SET status = v.status, status_rank = v.rank, updated_at = now(),
+        sent_at = CASE WHEN v.status = 'sent' THEN v.at ELSE r.sent_at END,
+        delivered_at = CASE WHEN v.status = 'delivered' THEN v.at ELSE r.delivered_at END,
+        read_at = CASE WHEN v.status = 'read' THEN v.at ELSE r.read_at END,
+        failed_at = CASE WHEN v.status = 'failed' THEN v.at ELSE r.failed_at END
+      FROM v WHERE r.id = v.id AND r.status_rank < v.rank
+      RETURNING r.tenant_id, r.campaign_id, r.contact_id, r.phone, v.wamid, v.status, v.at),
+    events AS (
+      INSERT INTO events (id, tenant_id, type, data, created_at)
+      SELECT gen_random_uuid(), m.tenant_id, 'message.' || m.status, jsonb_build_object('message_id', m.wamid, 'to', m.phone, 'status', m.status,
+        'timestamp', m.at, m.status || '_at', m.at, 'contact_id', m.contact_id, 'campaign_id', m.campaign_id, 'template_name', 'bench'), now()
+      FROM moved m),
+    counted AS (INSERT INTO bare_counter_moves SELECT campaign_id, status, count(*) FROM moved GROUP BY 1, 2)
+    SELECT campaign_id, status FROM moved`,
+  [statuses.map((s) => s.biz_opaque_callback_data), statuses.map((s) => s.id), statuses.map((s) => s.status), statuses.map((s) => RANK[s.status]),
+    statuses.map((s) => new Date(Number(s.timestamp) * 1000))]);
+  for (const r of rows) {
+    const campaign = campaigns.get(r.campaign_id);
+    if (campaign && (r.status === 'read' || r.status === 'failed')) campaign.done++;
+  }
 });
 
 await app.listen({ port: Number(process.env.PORT), host: '127.0.0.1' });

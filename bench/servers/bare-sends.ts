@@ -1,17 +1,12 @@
 // Baseline: the same I/O per send as POST /messages/template, with none of the service around it:
 // the key lookup, a Redis counter, the message insert, the upstream POST through undici and the
 // update; and a callback route that verifies the signature and applies each status with one UPDATE.
-import { createHash, createHmac, randomUUID, timingSafeEqual } from 'node:crypto';
+import { createHash, randomUUID } from 'node:crypto';
 import Fastify from 'fastify';
 import { Redis } from 'ioredis';
 import pg from 'pg';
 import { Agent, request } from 'undici';
-
-const env = (name: string) => {
-  const value = process.env[name];
-  if (!value) throw new Error(`${name} is required`);
-  return value;
-};
+import { env, RANK, statusCallbackRoute } from './bare-common.ts';
 const upstream = env('UPSTREAM_BASE_URL');
 const phoneNumberId = env('PHONE_NUMBER_ID');
 const accessToken = env('ACCESS_TOKEN');
@@ -20,7 +15,6 @@ const appSecret = env('UPSTREAM_APP_SECRET');
 const pool = new pg.Pool({ connectionString: env('DATABASE_URL'), max: 20 });
 const redis = new Redis(env('REDIS_URL'));
 const agent = new Agent({ connections: 256, pipelining: 1, keepAliveTimeout: 30_000 });
-const RANK: Record<string, number> = { sent: 1, delivered: 2, read: 3, failed: 4 };
 
 const app = Fastify();
 app.get('/healthz', async () => ({ ok: true }));
@@ -52,32 +46,19 @@ app.post('/messages/template', async (req, reply) => {
   return reply.code(202).send({ message_id: wamid, status: 'accepted', to: body.to });
 });
 
-app.register(async (scope) => {
-  scope.addContentTypeParser('application/json', { parseAs: 'buffer' }, (_req, body, done) => done(null, body));
-  scope.post('/upstream/webhook', async (req, reply) => {
-    const raw = req.body as Buffer;
-    const expected = Buffer.from(`sha256=${createHmac('sha256', appSecret).update(raw).digest('hex')}`);
-    const given = Buffer.from(String(req.headers['x-hub-signature-256'] ?? ''));
-    if (given.length !== expected.length || !timingSafeEqual(given, expected)) return reply.code(401).send();
-    const payload = JSON.parse(raw.toString('utf8')) as { entry?: { changes?: { value?: { statuses?: { id: string; status: string }[] } }[] }[] };
-    for (const entry of payload.entry ?? []) {
-      for (const change of entry.changes ?? []) {
-        for (const s of change.value?.statuses ?? []) {
-          const rank = RANK[s.status];
-          if (!rank) continue;
-          await pool.query(
-            `UPDATE messages SET status = $1, status_rank = $2, updated_at = now(),
-               sent_at = CASE WHEN $1 = 'sent' THEN now() ELSE sent_at END,
-               delivered_at = CASE WHEN $1 = 'delivered' THEN now() ELSE delivered_at END,
-               read_at = CASE WHEN $1 = 'read' THEN now() ELSE read_at END
-             WHERE upstream_message_id = $3 AND status_rank < $2`,
-            [s.status, rank, s.id],
-          );
-        }
-      }
-    }
-    return reply.code(200).send();
-  });
+statusCallbackRoute(app, appSecret, async (statuses) => {
+  for (const s of statuses) {
+    const rank = RANK[s.status];
+    if (!rank) continue;
+    await pool.query(
+      `UPDATE messages SET status = $1, status_rank = $2, updated_at = now(),
+         sent_at = CASE WHEN $1 = 'sent' THEN now() ELSE sent_at END,
+         delivered_at = CASE WHEN $1 = 'delivered' THEN now() ELSE delivered_at END,
+         read_at = CASE WHEN $1 = 'read' THEN now() ELSE read_at END
+       WHERE upstream_message_id = $3 AND status_rank < $2`,
+      [s.status, rank, s.id],
+    );
+  }
 });
 
 await app.listen({ port: Number(process.env.PORT), host: '127.0.0.1' });
