@@ -25,6 +25,7 @@ export interface NewEvent {
 /**
  * The webhook envelope, serialised once. Built as text (not through jsonb, which reorders keys) so
  * the bytes stored in every delivery row are exactly what receivers get on every attempt and replay.
+ * recordEvents builds the same bytes in SQL; test/webhooks.record.test.ts holds the two together.
  */
 export function envelopeJson(id: string, type: string, createdAt: string, dataJson: string): string {
   return `{"id":${JSON.stringify(id)},"type":${JSON.stringify(type)},"created_at":${JSON.stringify(createdAt)},"data":${dataJson}}`;
@@ -33,47 +34,39 @@ export function envelopeJson(id: string, type: string, createdAt: string, dataJs
 /**
  * Records events inside the caller's transaction, so they commit (or roll back) with the change
  * that caused them, and fans them out to the tenant's webhook endpoints in the same transaction
- * (transactional outbox). Set-based: two statements however many events (arrays are passed as
- * parameters, so a batch is never limited by the 65,535-parameter cap): one insert into `events`,
- * one statement storing the envelope of each event that has a subscriber and creating a delivery row
- * per (event, active subscribed endpoint).
+ * (transactional outbox). One statement however many events: it inserts the `events` rows, stores
+ * the envelope of each event that has a subscriber and creates a delivery row per (event, active
+ * subscribed endpoint). The data travel as one JSON array whose elements `json_array_elements`
+ * gives back verbatim, so the envelope is built in the statement around the exact bytes of
+ * JSON.stringify (as envelopeJson builds it) and nothing is escaped element by element; the
+ * parameters are arrays, so a batch is never limited by the 65,535-parameter cap.
  */
 export async function recordEvents(tx: Tx, tenantId: string, events: NewEvent[]): Promise<void> {
   if (events.length === 0) return;
   const createdAt = new Date().toISOString();
-  const ids: string[] = [];
-  const types: string[] = [];
-  const data: string[] = [];
-  const payloads: string[] = [];
-  for (const event of events) {
-    const id = randomUUID();
-    const json = JSON.stringify(event.data ?? null);
-    ids.push(id);
-    types.push(event.type);
-    data.push(json);
-    payloads.push(envelopeJson(id, event.type, createdAt, json));
-  }
-
-  await sql`
-    INSERT INTO events (id, tenant_id, type, data, created_at)
-    SELECT e.id, ${tenantId}::uuid, e.type, e.data, ${createdAt}::timestamptz
-    FROM unnest(${ids}::uuid[], ${types}::text[], ${data}::jsonb[]) AS e(id, type, data)
-  `.execute(tx);
-
+  const ids = events.map(() => randomUUID());
+  const types = events.map((e) => e.type);
+  const data = `[${events.map((e) => JSON.stringify(e.data ?? null)).join(',')}]`;
   // Inactive (auto-disabled or paused) and deleted endpoints get nothing. The join is driven by
   // the tenant's few active endpoints (partial index webhook_endpoints_fanout). The envelope is
   // stored once per event that has a subscriber, and its deliveries point at it.
   await sql`
-    WITH fan AS MATERIALIZED (
-      SELECT e.id AS event_id, e.type, e.payload, w.id AS endpoint_id, w.url
-      FROM unnest(${ids}::uuid[], ${types}::text[], ${payloads}::text[]) AS e(id, type, payload)
-      JOIN webhook_endpoints w
-        ON w.tenant_id = ${tenantId}::uuid AND w.is_active AND w.deleted_at IS NULL AND e.type = ANY (w.events)
-    ),
+    WITH e AS MATERIALIZED (
+      SELECT x.id, x.type, d.data
+      FROM unnest(${ids}::uuid[], ${types}::text[]) WITH ORDINALITY AS x(id, type, n)
+      JOIN json_array_elements(${data}::json) WITH ORDINALITY AS d(data, n) ON d.n = x.n),
+    inserted AS (
+      INSERT INTO events (id, tenant_id, type, data, created_at)
+      SELECT e.id, ${tenantId}::uuid, e.type, e.data::jsonb, ${createdAt}::timestamptz FROM e),
+    fan AS MATERIALIZED (
+      SELECT e.id AS event_id, e.type, e.data, w.id AS endpoint_id, w.url
+      FROM e JOIN webhook_endpoints w
+        ON w.tenant_id = ${tenantId}::uuid AND w.is_active AND w.deleted_at IS NULL AND e.type = ANY (w.events)),
     stored AS (
       INSERT INTO webhook_payloads (event_id, tenant_id, payload)
-      SELECT DISTINCT ON (event_id) event_id, ${tenantId}::uuid, convert_to(payload, 'UTF8') FROM fan
-    )
+      SELECT DISTINCT ON (event_id) event_id, ${tenantId}::uuid,
+        convert_to('{"id":"' || event_id || '","type":"' || type || '","created_at":"' || ${createdAt}::text || '","data":' || data::text || '}', 'UTF8')
+      FROM fan)
     INSERT INTO webhook_deliveries (id, tenant_id, endpoint_id, event_id, event_type, request_url, status, attempt_number, next_attempt_at)
     SELECT gen_random_uuid(), ${tenantId}::uuid, f.endpoint_id, f.event_id, f.type, f.url, 'pending', 0, now()
     FROM fan f
