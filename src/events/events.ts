@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { sql } from 'kysely';
+import { sql, type RawBuilder } from 'kysely';
 import type { Tx } from '../db/database.ts';
 
 export const EVENT_TYPES = [
@@ -34,15 +34,22 @@ export function envelopeJson(id: string, type: string, createdAt: string, dataJs
 /**
  * Records events inside the caller's transaction, so they commit (or roll back) with the change
  * that caused them, and fans them out to the tenant's webhook endpoints in the same transaction
- * (transactional outbox). One statement however many events: it inserts the `events` rows, stores
- * the envelope of each event that has a subscriber and creates a delivery row per (event, active
- * subscribed endpoint). The data travel as one JSON array whose elements `json_array_elements`
- * gives back verbatim, so the envelope is built in the statement around the exact bytes of
- * JSON.stringify (as envelopeJson builds it) and nothing is escaped element by element; the
- * parameters are arrays, so a batch is never limited by the 65,535-parameter cap.
+ * (transactional outbox). One statement however many events (eventCtes).
  */
 export async function recordEvents(tx: Tx, tenantId: string, events: NewEvent[]): Promise<void> {
   if (events.length === 0) return;
+  await sql`WITH ${eventCtes(tenantId, events)} SELECT 1`.execute(tx);
+}
+
+/**
+ * The CTEs (named ev_*) that record `events`, for a statement that makes the change causing them:
+ * they insert the `events` rows, store the envelope of each event that has a subscriber and create
+ * a delivery row per (event, active subscribed endpoint). The data travel as one JSON array whose
+ * elements `json_array_elements` gives back verbatim, so the envelope is built around the exact
+ * bytes of JSON.stringify (as envelopeJson builds it) and nothing is escaped element by element;
+ * the parameters are arrays, so a batch is never limited by the 65,535-parameter cap.
+ */
+export function eventCtes(tenantId: string, events: NewEvent[]): RawBuilder<unknown> {
   const createdAt = new Date().toISOString();
   const ids = events.map(() => randomUUID());
   const types = events.map((e) => e.type);
@@ -50,25 +57,25 @@ export async function recordEvents(tx: Tx, tenantId: string, events: NewEvent[])
   // Inactive (auto-disabled or paused) and deleted endpoints get nothing. The join is driven by
   // the tenant's few active endpoints (partial index webhook_endpoints_fanout). The envelope is
   // stored once per event that has a subscriber, and its deliveries point at it.
-  await sql`
-    WITH e AS MATERIALIZED (
+  return sql`
+    ev AS MATERIALIZED (
       SELECT x.id, x.type, d.data
       FROM unnest(${ids}::uuid[], ${types}::text[]) WITH ORDINALITY AS x(id, type, n)
       JOIN json_array_elements(${data}::json) WITH ORDINALITY AS d(data, n) ON d.n = x.n),
-    inserted AS (
+    ev_rows AS (
       INSERT INTO events (id, tenant_id, type, data, created_at)
-      SELECT e.id, ${tenantId}::uuid, e.type, e.data::jsonb, ${createdAt}::timestamptz FROM e),
-    fan AS MATERIALIZED (
-      SELECT e.id AS event_id, e.type, e.data, w.id AS endpoint_id, w.url
-      FROM e JOIN webhook_endpoints w
-        ON w.tenant_id = ${tenantId}::uuid AND w.is_active AND w.deleted_at IS NULL AND e.type = ANY (w.events)),
-    stored AS (
+      SELECT ev.id, ${tenantId}::uuid, ev.type, ev.data::jsonb, ${createdAt}::timestamptz FROM ev),
+    ev_fan AS MATERIALIZED (
+      SELECT ev.id AS event_id, ev.type, ev.data, w.id AS endpoint_id, w.url
+      FROM ev JOIN webhook_endpoints w
+        ON w.tenant_id = ${tenantId}::uuid AND w.is_active AND w.deleted_at IS NULL AND ev.type = ANY (w.events)),
+    ev_payloads AS (
       INSERT INTO webhook_payloads (event_id, tenant_id, payload)
       SELECT DISTINCT ON (event_id) event_id, ${tenantId}::uuid,
         convert_to('{"id":"' || event_id || '","type":"' || type || '","created_at":"' || ${createdAt}::text || '","data":' || data::text || '}', 'UTF8')
-      FROM fan)
-    INSERT INTO webhook_deliveries (id, tenant_id, endpoint_id, event_id, event_type, request_url, status, attempt_number, next_attempt_at)
-    SELECT gen_random_uuid(), ${tenantId}::uuid, f.endpoint_id, f.event_id, f.type, f.url, 'pending', 0, now()
-    FROM fan f
-  `.execute(tx);
+      FROM ev_fan),
+    ev_deliveries AS (
+      INSERT INTO webhook_deliveries (id, tenant_id, endpoint_id, event_id, event_type, request_url, status, attempt_number, next_attempt_at)
+      SELECT gen_random_uuid(), ${tenantId}::uuid, f.endpoint_id, f.event_id, f.type, f.url, 'pending', 0, now()
+      FROM ev_fan f)`;
 }

@@ -1,7 +1,7 @@
 import { sql, type RawBuilder } from 'kysely';
 import type { Db, Tx } from '../../db/database.ts';
 import { unnestRows } from '../../db/unnest.ts';
-import { foldCounterMoves, recordCounterMoves, type CampaignRow } from './campaigns.repository.ts';
+import { foldCounterMoves, recordCounterMoves, withCounterMoves, type CampaignRow } from './campaigns.repository.ts';
 import { recordTransition } from './campaigns.service.ts';
 import { recordEvents, type NewEvent } from '../../events/events.ts';
 import { SERVICE_WINDOW_MS } from '../business-accounts/messaging-limit.ts';
@@ -526,7 +526,7 @@ export const campaignQueue = {
 
   /**
    * Status callbacks of campaign messages move their recipients forward (never back; failed is
-   * final), inside the callback's own transaction, with their counter moves.
+   * final), inside the callback's own transaction, with their counter moves: one statement.
    */
   async applyStatuses(tx: Tx, updates: { id: string; status: string; wamid: string; code: number | null; title: string | null }[]): Promise<void> {
     // Several statuses of one message in one batch: the furthest moves its recipient (an UPDATE
@@ -540,19 +540,19 @@ export const campaignQueue = {
     const values = unnestRows([...furthest.values()], 'v', [
       ['id', 'uuid', (u) => u.id], ['status', 'text', (u) => u.status], ['wamid', 'text', (u) => u.wamid], ['code', 'int', (u) => u.code], ['title', 'text', (u) => u.title]]);
     // Only recipients that move are locked: most `sent` callbacks find theirs sent already.
-    const { rows } = await sql<{ campaign_id: string; old: string; status: string }>`
-      WITH v AS (SELECT * FROM ${values}),
+    await withCounterMoves(tx, sql`
+      v AS (SELECT * FROM ${values}),
       old AS (
         SELECT r.id, r.status FROM campaign_recipients r JOIN v ON v.id = r.id
         WHERE ${RANK_SQL('r.status')} < ${RANK_SQL('v.status')} AND r.status <> 'failed'
-        ORDER BY r.id FOR UPDATE OF r)
-      UPDATE campaign_recipients r SET status = v.status, message_id = coalesce(r.message_id, v.wamid), lease_until = NULL, updated_at = now(),
-        error_code = CASE WHEN v.status = 'failed' THEN v.code ELSE r.error_code END,
-        error_title = CASE WHEN v.status = 'failed' THEN v.title ELSE r.error_title END
-      FROM v, old
-      WHERE r.id = v.id AND old.id = v.id AND ${RANK_SQL('old.status')} < ${RANK_SQL('v.status')} AND old.status <> 'failed'
-      RETURNING r.campaign_id, old.status AS old, r.status`.execute(tx);
-    await recordCounterMoves(tx, rows.map((r) => ({ campaignId: r.campaign_id, from: r.old, to: r.status })));
+        ORDER BY r.id FOR UPDATE OF r),
+      moved AS (
+        UPDATE campaign_recipients r SET status = v.status, message_id = coalesce(r.message_id, v.wamid), lease_until = NULL, updated_at = now(),
+          error_code = CASE WHEN v.status = 'failed' THEN v.code ELSE r.error_code END,
+          error_title = CASE WHEN v.status = 'failed' THEN v.title ELSE r.error_title END
+        FROM v, old
+        WHERE r.id = v.id AND old.id = v.id AND ${RANK_SQL('old.status')} < ${RANK_SQL('v.status')} AND old.status <> 'failed'
+        RETURNING r.campaign_id, old.status AS old, r.status)`);
   },
 
   /** Due SCHEDULED campaigns (the scheduler starts each with a conditional UPDATE). */

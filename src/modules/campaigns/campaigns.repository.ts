@@ -1,4 +1,4 @@
-import { sql, type Selectable } from 'kysely';
+import { sql, type RawBuilder, type Selectable } from 'kysely';
 import type { Queryable, Tx } from '../../db/database.ts';
 import type { CampaignsTable } from '../../db/schema.ts';
 import { recordAudiencePrefixes } from './campaigns.cost.ts';
@@ -209,24 +209,40 @@ export const COUNTED_IN: Record<string, readonly Counter[]> = {
   sent: ['sent'], delivered: ['delivered'], read: ['read'], failed: ['failed'],
 };
 
+/** A recipient that moved, as a statement reports it. */
+export interface MovedRecipient { campaign_id: string; old: string; status: string }
+
 /**
- * Records how recipients that moved from one status to another move their campaigns' counters:
- * one insert-only row per campaign (campaign_counter_moves), so the transactions of callbacks and
- * outcomes never wait on the campaign row. `moves` are (campaign, from, to) triples, one per recipient.
+ * Runs `moving`, CTEs the last of which (`moved`) returns the recipients that moved (campaign_id,
+ * old, status), and records in the same statement how they move their campaigns' counters: one
+ * insert-only row per campaign whose counters change (campaign_counter_moves), so the transactions
+ * of callbacks and outcomes never wait on the campaign row. Returns the moved recipients.
  */
+export async function withCounterMoves(tx: Tx, moving: RawBuilder<unknown>): Promise<MovedRecipient[]> {
+  const delta = (k: Counter) => {
+    const counting = Object.keys(COUNTED_IN).filter((status) => COUNTED_IN[status].includes(k));
+    if (counting.length === 0) return sql`0`;
+    const list = sql.join(counting.map((status) => sql.lit(status)));
+    return sql`sum((CASE WHEN m.status IN (${list}) THEN 1 ELSE 0 END) - (CASE WHEN m.old IN (${list}) THEN 1 ELSE 0 END))::int`;
+  };
+  const { rows } = await sql<MovedRecipient>`
+    WITH ${moving},
+    deltas AS (
+      SELECT m.campaign_id, ${sql.join(COUNTERS.map((k) => sql`${delta(k)} AS ${sql.ref(k)}`))}
+      FROM moved m WHERE m.old <> m.status GROUP BY m.campaign_id),
+    counted AS (
+      INSERT INTO campaign_counter_moves (campaign_id, ${sql.join(COUNTERS.map((k) => sql.ref(k)))})
+      SELECT * FROM deltas d WHERE ${sql.join(COUNTERS.map((k) => sql`d.${sql.ref(k)} <> 0`), sql` OR `)})
+    SELECT campaign_id, old, status FROM moved`.execute(tx);
+  countTransitions(rows.map((r) => ({ from: r.old, to: r.status })));
+  return rows;
+}
+
+/** withCounterMoves for moves already made: (campaign, from, to) triples, one per recipient. */
 export async function recordCounterMoves(tx: Tx, moves: { campaignId: string; from: string; to: string }[]): Promise<void> {
-  countTransitions(moves);
-  const deltas = new Map<string, Record<Counter, number>>();
-  for (const m of moves) {
-    if (m.from === m.to) continue;
-    const d = deltas.get(m.campaignId) ?? Object.fromEntries(COUNTERS.map((k) => [k, 0])) as Record<Counter, number>;
-    for (const k of COUNTED_IN[m.from]) d[k]--;
-    for (const k of COUNTED_IN[m.to]) d[k]++;
-    deltas.set(m.campaignId, d);
-  }
-  const changed = [...deltas].filter(([, d]) => COUNTERS.some((k) => d[k] !== 0));
-  if (changed.length === 0) return;
-  await tx.insertInto('campaign_counter_moves').values(changed.map(([campaign_id, d]) => ({ campaign_id, ...d }))).execute();
+  if (moves.every((m) => m.from === m.to)) return;
+  await withCounterMoves(tx, sql`moved AS (
+    SELECT * FROM unnest(${moves.map((m) => m.campaignId)}::uuid[], ${moves.map((m) => m.from)}::text[], ${moves.map((m) => m.to)}::text[]) AS m(campaign_id, old, status))`);
 }
 
 /**

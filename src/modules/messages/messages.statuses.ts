@@ -1,7 +1,7 @@
 import { sql } from 'kysely';
 import type { Tx } from '../../db/database.ts';
 import { unnestRows } from '../../db/unnest.ts';
-import { recordEvents, type NewEvent } from '../../events/events.ts';
+import { eventCtes, type NewEvent } from '../../events/events.ts';
 import type { Pricing, RateCard } from '../pricing/rate-card.ts';
 
 export type DeliveryStatus = 'sent' | 'delivered' | 'read' | 'failed';
@@ -84,8 +84,8 @@ export function messageMatcher<R extends { id: string; upstream_message_id: stri
 }
 
 /**
- * Applies a batch of upstream status callbacks for one tenant, set-based: one locking read, one
- * update, one event insert. Monotonic: a status at or below the stored one changes nothing and
+ * Applies a batch of upstream status callbacks for one tenant, set-based: one locking read, and one
+ * statement for the update and its events. Monotonic: a status at or below the stored one changes nothing and
  * emits nothing (duplicates and late `delivered` after `read`); failed is final. Several steps for
  * one message in the same batch each emit their event, in order. Messages are found by upstream
  * id, or by our row id from biz_opaque_callback_data when the callback overtook the send response.
@@ -168,9 +168,12 @@ export async function applyMessageStatuses(tx: Tx, tenantId: string, updates: St
       ['move_category', 'text', (c) => c.move?.category ?? null], ['move_currency', 'text', (c) => c.move?.currency ?? null],
       ['move_messages', 'integer', (c) => c.move?.messages ?? 0], ['move_amount', 'numeric', (c) => c.move?.amount ?? 0],
     ]);
-    // One statement: the messages' update, and the spend of the campaign messages it priced.
+    // One statement: the messages' update, the spend of the campaign messages it priced, and the
+    // events of the statuses applied.
+    const events = applied.map((a): NewEvent => ({ type: `message.${a.status}`, data: statusEventData(a) }));
     await sql`
-      WITH updated AS (
+      WITH ${events.length > 0 ? sql`${eventCtes(tenantId, events)},` : sql``}
+      updated AS (
         UPDATE messages AS m SET
           status = v.status, status_rank = v.rank,
           upstream_message_id = coalesce(m.upstream_message_id, v.wamid),
@@ -190,7 +193,6 @@ export async function applyMessageStatuses(tx: Tx, tenantId: string, updates: St
       INSERT INTO campaign_cost_moves (campaign_id, category, currency, messages, amount)
       SELECT campaign_id, move_category, move_currency, sum(move_messages)::int, sum(move_amount) FROM updated
       WHERE move_messages <> 0 AND campaign_id IS NOT NULL GROUP BY campaign_id, move_category, move_currency`.execute(tx);
-    if (applied.length > 0) await recordEvents(tx, tenantId, applied.map((a): NewEvent => ({ type: `message.${a.status}`, data: statusEventData(a) })));
   }
   return { applied, unknown };
 }
