@@ -41,7 +41,7 @@ describe('campaigns: database work per recipient', () => {
     return Number(rows[0].n);
   };
 
-  it('a send to `read` costs at most 1 statement and 13.5 rows written per recipient (statuses in callbacks of 50)', { timeout: 60_000 }, async () => {
+  it('a send to `read` costs at most 0.8 statements and 13.5 rows written per recipient (statuses in callbacks of 50)', { timeout: 60_000 }, async () => {
     const tenant = await createConnectedTenant(t.app);
     await t.app.inject({ method: 'PATCH', url: `/admin/v1/tenants/${tenant.id}/business-account`, headers: adminHeaders, payload: { messages_per_second: 1000 } });
     const template = await createApprovedTemplate(t.app, tenant);
@@ -80,9 +80,10 @@ describe('campaigns: database work per recipient', () => {
     const campaign = (await call(t.app, tenant, 'GET', `/campaigns/${id}`)).json();
     expect(campaign).toMatchObject({ status: 'COMPLETED', stats: { total: RECIPIENTS, sent: RECIPIENTS, delivered: RECIPIENTS, read: RECIPIENTS, failed: 0, pending: 0 } });
     expect(turns).toBe(1);
-    // Measured 0.84-0.87 statements and 13.15 rows per recipient (docs/benchmarks.md): one more
-    // statement or row per recipient fails, a few per campaign (a reconciliation pass) do not.
-    expect(statements / RECIPIENTS, `${statements} statements`).toBeLessThanOrEqual(1.0);
+    // Measured 0.70 statements (0.84-0.87 before a status batch's events and counter moves joined
+    // its other statements) and 13.15 rows per recipient (docs/benchmarks.md): one more statement
+    // or row per recipient fails, a few per campaign (a reconciliation pass) do not.
+    expect(statements / RECIPIENTS, `${statements} statements`).toBeLessThanOrEqual(0.8);
     if (postgres) expect(rows / RECIPIENTS, `${rows} rows written`).toBeLessThanOrEqual(13.5);
   });
 });
