@@ -25,7 +25,7 @@ export interface NewEvent {
 /**
  * The webhook envelope, serialised once. Built as text (not through jsonb, which reorders keys) so
  * the bytes stored in every delivery row are exactly what receivers get on every attempt and replay.
- * recordEvents builds the same bytes in SQL; test/webhooks.record.test.ts holds the two together.
+ * eventCtes builds the same bytes in SQL; test/events.record.test.ts holds the two together.
  */
 export function envelopeJson(id: string, type: string, createdAt: string, dataJson: string): string {
   return `{"id":${JSON.stringify(id)},"type":${JSON.stringify(type)},"created_at":${JSON.stringify(createdAt)},"data":${dataJson}}`;

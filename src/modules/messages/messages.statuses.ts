@@ -84,11 +84,12 @@ export function messageMatcher<R extends { id: string; upstream_message_id: stri
 }
 
 /**
- * Applies a batch of upstream status callbacks for one tenant, set-based: one locking read, and one
- * statement for the update and its events. Monotonic: a status at or below the stored one changes nothing and
- * emits nothing (duplicates and late `delivered` after `read`); failed is final. Several steps for
- * one message in the same batch each emit their event, in order. Messages are found by upstream
- * id, or by our row id from biz_opaque_callback_data when the callback overtook the send response.
+ * Applies a batch of upstream status callbacks for one tenant, set-based: one locking read, and
+ * one statement for the update and its events. Monotonic: a status at or below the stored one
+ * changes nothing and emits nothing (duplicates and late `delivered` after `read`); failed is
+ * final. Several steps for one message in the same batch each emit their event, in order. Messages
+ * are found by upstream id, or by our row id from biz_opaque_callback_data when the callback
+ * overtook the send response.
  *
  * The first `pricing` a message's callbacks carry is kept with its price on `card` (the rate in
  * effect when the message was sent), in the same update; a later one (Meta repeats it on delivered
