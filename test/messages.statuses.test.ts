@@ -1,7 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { applyMessageStatuses, STATUS_RANK, type StatusUpdate } from '../src/modules/messages/messages.statuses.ts';
-import { createTenant, startTestApp, type TestApp, type TestTenant } from './helpers/app.ts';
+import { envelopeJson } from '../src/events/events.ts';
+import { applyMessageStatuses, STATUS_RANK, statusEventData, type StatusUpdate } from '../src/modules/messages/messages.statuses.ts';
+import { call, createTenant, startTestApp, type TestApp, type TestTenant } from './helpers/app.ts';
 import { eventsOf } from './helpers/upstream.ts';
 
 /**
@@ -162,5 +163,26 @@ describe('applyMessageStatuses: monotonic message statuses', () => {
     // Its own tenant still can.
     expect((await apply([byWamid], other.id)).applied).toEqual([expect.objectContaining({ messageRowId: named.id, campaignId: null })]);
     expect((await apply([byId], other.id)).applied).toEqual([expect.objectContaining({ messageRowId: m.id, campaignId: expect.any(String) })]);
+  });
+  it('the events a status batch emits (in the update\'s own statement) reach a subscribed endpoint with their exact envelope', async () => {
+    const other = await createTenant(t.app);
+    const endpoint = await call(t.app, other, 'POST', '/webhooks', { url: 'https://93.184.215.15/statuses', events: ['message.delivered'] });
+    expect(endpoint.statusCode, endpoint.body).toBe(201);
+    const m = await message(other.id);
+    const { applied } = await apply([update(m.wamid, 'sent', 1), update(m.wamid, 'delivered', 2)], other.id);
+    expect(applied.map((a) => a.status)).toEqual(['sent', 'delivered']);
+
+    const events = await t.deps.db.selectFrom('events').select(['id', 'type', 'data', 'created_at']).where('tenant_id', '=', other.id)
+      .where('type', 'like', 'message.%').orderBy('type', 'desc').execute();
+    expect(events.map((e) => e.type)).toEqual(['message.sent', 'message.delivered']);
+    expect(events.map((e) => e.data)).toEqual(applied.map((a) => JSON.parse(JSON.stringify(statusEventData(a)))));
+    const delivered = events[1];
+    const deliveries = await t.deps.db.selectFrom('webhook_deliveries').select(['event_id', 'endpoint_id', 'event_type'])
+      .where('tenant_id', '=', other.id).execute();
+    expect(deliveries).toEqual([{ event_id: delivered.id, endpoint_id: endpoint.json().data.id, event_type: 'message.delivered' }]);
+    const payloads = await t.deps.db.selectFrom('webhook_payloads').select(['event_id', 'payload']).where('tenant_id', '=', other.id).execute();
+    expect(payloads.map((p) => p.event_id)).toEqual([delivered.id]);
+    expect(Buffer.from(payloads[0].payload).toString('utf8'))
+      .toBe(envelopeJson(delivered.id, 'message.delivered', new Date(delivered.created_at).toISOString(), JSON.stringify(statusEventData(applied[1]))));
   });
 });

@@ -72,7 +72,7 @@ export function eventCtes(tenantId: string, events: NewEvent[]): RawBuilder<unkn
     ev_payloads AS (
       INSERT INTO webhook_payloads (event_id, tenant_id, payload)
       SELECT DISTINCT ON (event_id) event_id, ${tenantId}::uuid,
-        convert_to('{"id":"' || event_id || '","type":"' || type || '","created_at":"' || ${createdAt}::text || '","data":' || data::text || '}', 'UTF8')
+        convert_to('{"id":"' || event_id || '","type":' || to_json(type)::text || ',"created_at":"' || ${createdAt}::text || '","data":' || data::text || '}', 'UTF8')
       FROM ev_fan),
     ev_deliveries AS (
       INSERT INTO webhook_deliveries (id, tenant_id, endpoint_id, event_id, event_type, request_url, status, attempt_number, next_attempt_at)

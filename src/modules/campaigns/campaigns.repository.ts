@@ -234,13 +234,20 @@ export async function withCounterMoves(tx: Tx, moving: RawBuilder<unknown>): Pro
       INSERT INTO campaign_counter_moves (campaign_id, ${sql.join(COUNTERS.map((k) => sql.ref(k)))})
       SELECT * FROM deltas d WHERE ${sql.join(COUNTERS.map((k) => sql`d.${sql.ref(k)} <> 0`), sql` OR `)})
     SELECT campaign_id, old, status FROM moved`.execute(tx);
+  // A status COUNTED_IN does not know would count in nothing: fail (and roll back) instead.
+  const unknown = rows.find((r) => !(r.old in COUNTED_IN) || !(r.status in COUNTED_IN));
+  if (unknown) throw new Error(`recipient status move ${unknown.old} -> ${unknown.status} has no counters`);
   countTransitions(rows.map((r) => ({ from: r.old, to: r.status })));
   return rows;
 }
 
 /** withCounterMoves for moves already made: (campaign, from, to) triples, one per recipient. */
 export async function recordCounterMoves(tx: Tx, moves: { campaignId: string; from: string; to: string }[]): Promise<void> {
-  if (moves.every((m) => m.from === m.to)) return;
+  // Moves that change no counter (sending -> pending, say) need no statement, only their metric.
+  if (moves.every((m) => COUNTED_IN[m.from].join() === COUNTED_IN[m.to].join())) {
+    countTransitions(moves);
+    return;
+  }
   await withCounterMoves(tx, sql`moved AS (
     SELECT * FROM unnest(${moves.map((m) => m.campaignId)}::uuid[], ${moves.map((m) => m.from)}::text[], ${moves.map((m) => m.to)}::text[]) AS m(campaign_id, old, status))`);
 }
