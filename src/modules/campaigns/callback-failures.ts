@@ -1,8 +1,9 @@
 import { sql } from 'kysely';
 import type { Tx } from '../../db/database.ts';
+import { unnestRows } from '../../db/unnest.ts';
 import { isThrottle, outcomeOfCallbackFailure, type FailureOutcome } from '../../upstream/outcomes.ts';
 import { messageMatcher, namedMessageIds, type StatusUpdate } from '../messages/messages.statuses.ts';
-import { recordCounterMoves } from './campaigns.repository.ts';
+import { withCounterMoves, type MovedRecipient } from './campaigns.repository.ts';
 import { applyStop } from './upstream-stops.ts';
 
 const STALE_MARGIN_MS = 2000;
@@ -95,15 +96,17 @@ export async function settleCallbackFailures(tx: Tx, tenantId: string, updates: 
   for (const a of again) if (!open.has(a.campaignId)) dropped.delete(a.update);
   const retried = again.filter((a) => open.has(a.campaignId));
   if (retried.length > 0) {
-    const values = sql.join(retried.map((a) => sql`(${a.id}::uuid, ${a.next}::text, ${a.at}::timestamptz, ${a.defer}::int, ${a.code}::int, ${a.title.slice(0, 500)}::text)`));
-    const { rows: moved } = await sql<{ id: string; campaign_id: string; old: string; status: string }>`
-      WITH v(id, next, at, defer, code, title) AS (VALUES ${values}),
-      old AS (SELECT r.id, r.status FROM campaign_recipients r JOIN v ON v.id = r.id ORDER BY r.id FOR UPDATE OF r)
-      UPDATE campaign_recipients r SET status = v.next, not_before = v.at, defers = r.defers + v.defer, lease_until = NULL, message_id = NULL,
-        error_code = v.code, error_title = v.title, updated_at = now()
-      FROM v, old WHERE r.id = v.id AND old.id = v.id AND old.status NOT IN ('failed', 'skipped')
-      RETURNING r.id, r.campaign_id, old.status AS old, r.status`.execute(tx);
-    await recordCounterMoves(tx, moved.map((m) => ({ campaignId: m.campaign_id, from: m.old, to: m.status })));
+    const values = unnestRows(retried, 'v', [
+      ['id', 'uuid', (a) => a.id], ['next', 'text', (a) => a.next], ['at', 'timestamptz', (a) => a.at], ['defer', 'int', (a) => a.defer],
+      ['code', 'int', (a) => a.code], ['title', 'text', (a) => a.title.slice(0, 500)]]);
+    const moved = await withCounterMoves<MovedRecipient & { id: string }>(tx, sql`
+      v AS (SELECT * FROM ${values}),
+      old AS (SELECT r.id, r.status FROM campaign_recipients r JOIN v ON v.id = r.id ORDER BY r.id FOR UPDATE OF r),
+      moved AS (
+        UPDATE campaign_recipients r SET status = v.next, not_before = v.at, defers = r.defers + v.defer, lease_until = NULL, message_id = NULL,
+          error_code = v.code, error_title = v.title, updated_at = now()
+        FROM v, old WHERE r.id = v.id AND old.id = v.id AND old.status NOT IN ('failed', 'skipped')
+        RETURNING r.id, r.campaign_id, old.status AS old, r.status)`);
     // The next attempt starts from a clean message row (its upstream id is set by that attempt, its
     // pricing by that attempt's callbacks): a failed attempt costs nothing, so a price its `sent`
     // brought leaves the campaign's spend in the same statement.

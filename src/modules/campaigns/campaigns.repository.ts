@@ -214,18 +214,19 @@ export interface MovedRecipient { campaign_id: string; old: string; status: stri
 
 /**
  * Runs `moving`, CTEs the last of which (`moved`) returns the recipients that moved (campaign_id,
- * old, status), and records in the same statement how they move their campaigns' counters: one
- * insert-only row per campaign whose counters change (campaign_counter_moves), so the transactions
- * of callbacks and outcomes never wait on the campaign row. Returns the moved recipients.
+ * old, status, and whatever else its caller needs), and records in the same statement how they move
+ * their campaigns' counters: one insert-only row per campaign whose counters change
+ * (campaign_counter_moves), so the transactions of callbacks and outcomes never wait on the
+ * campaign row. Returns the rows of `moved`.
  */
-export async function withCounterMoves(tx: Tx, moving: RawBuilder<unknown>): Promise<MovedRecipient[]> {
+export async function withCounterMoves<R extends MovedRecipient = MovedRecipient>(tx: Tx, moving: RawBuilder<unknown>): Promise<R[]> {
   const delta = (k: Counter) => {
     const counting = Object.keys(COUNTED_IN).filter((status) => COUNTED_IN[status].includes(k));
     if (counting.length === 0) return sql`0`;
     const list = sql.join(counting.map((status) => sql.lit(status)));
     return sql`sum((CASE WHEN m.status IN (${list}) THEN 1 ELSE 0 END) - (CASE WHEN m.old IN (${list}) THEN 1 ELSE 0 END))::int`;
   };
-  const { rows } = await sql<MovedRecipient>`
+  const { rows } = await sql<R>`
     WITH ${moving},
     deltas AS (
       SELECT m.campaign_id, ${sql.join(COUNTERS.map((k) => sql`${delta(k)} AS ${sql.ref(k)}`))}
@@ -233,7 +234,7 @@ export async function withCounterMoves(tx: Tx, moving: RawBuilder<unknown>): Pro
     counted AS (
       INSERT INTO campaign_counter_moves (campaign_id, ${sql.join(COUNTERS.map((k) => sql.ref(k)))})
       SELECT * FROM deltas d WHERE ${sql.join(COUNTERS.map((k) => sql`d.${sql.ref(k)} <> 0`), sql` OR `)})
-    SELECT campaign_id, old, status FROM moved`.execute(tx);
+    SELECT * FROM moved`.execute(tx);
   // A status COUNTED_IN does not know would count in nothing: fail (and roll back) instead.
   const unknown = rows.find((r) => !(r.old in COUNTED_IN) || !(r.status in COUNTED_IN));
   if (unknown) throw new Error(`recipient status move ${unknown.old} -> ${unknown.status} has no counters`);
