@@ -6,6 +6,7 @@ import { CAMPAIGN_ENV, createContacts, someContacts, uniqueTag } from './helpers
 import {
   bodyMapping, createCampaign, expectInvalid, future, lockCampaign, RICH_TEMPLATE, richMapping, uploadMedia, stopLeftovers,
 } from './helpers/campaigns-api.ts';
+import { startDueCampaigns } from '../src/workers/campaign-dispatcher.ts';
 import { createApprovedTemplate, createConnectedTenant, eventsOf, startUpstreamApp, type UpstreamTestApp } from './helpers/upstream.ts';
 
 const ISO = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/;
@@ -425,6 +426,33 @@ describe('campaigns API: resource, validation, access', () => {
     const sent = await call(t.app, tenant, 'POST', `/campaigns/${campaign.id}/send`);
     expect(sent.statusCode, sent.body).toBe(200);
     expect(sent.json()).toMatchObject({ status: 'RUNNING', total_recipients: 2 });
+  });
+
+  it('a plan without campaign sending cannot create a campaign SCHEDULED, and a campaign whose tenant lost the feature waits SCHEDULED', async () => {
+    const { tenant, template } = await setup({ plan: 'starter' });
+    const tag = uniqueTag();
+    await createContacts(t, tenant, someContacts(2, { tags: [tag] }));
+    const scheduledAt = new Date(Date.now() + 60_000).toISOString();
+    const body = { name: 's', template_id: template.id, variable_mapping: bodyMapping(), audience: { groups: [tag] } };
+    const refused = await call(t.app, tenant, 'POST', '/campaigns', { ...body, scheduled_at: scheduledAt });
+    expect(expectError(refused, 403, 'UPGRADE_REQUIRED', 'Your plan does not include campaign sending. Upgrade your plan to use this feature.'))
+      .toMatchObject({ upgrade_required: true, feature_key: 'campaigns' });
+    expect((await call(t.app, tenant, 'GET', '/campaigns')).json().data).toHaveLength(0);
+    // Without scheduled_at it is a DRAFT, which the plan may keep.
+    await createCampaign(t, tenant, template.id, { scheduled_at: null });
+
+    // Scheduled on a plan with campaigns, then the plan is changed: the scheduler leaves it until the plan has them again.
+    const setPlan = (plan: string) => t.app.inject({ method: 'PATCH', url: `/admin/v1/tenants/${tenant.id}`, headers: adminHeaders, payload: { plan } });
+    await setPlan('growth');
+    const created = await call(t.app, tenant, 'POST', '/campaigns', { ...body, scheduled_at: scheduledAt });
+    expect(created.statusCode, created.body).toBe(201);
+    await setPlan('starter');
+    await t.deps.db.updateTable('campaigns').set({ scheduled_at: new Date(Date.now() - 1000) }).where('id', '=', created.json().id).execute();
+    expect(await startDueCampaigns(t.deps.db, [tenant.id])).toBe(0);
+    expect((await call(t.app, tenant, 'GET', `/campaigns/${created.json().id}`)).json().status).toBe('SCHEDULED');
+    await setPlan('growth');
+    expect(await startDueCampaigns(t.deps.db, [tenant.id])).toBe(1);
+    expect((await call(t.app, tenant, 'GET', `/campaigns/${created.json().id}`)).json()).toMatchObject({ status: 'RUNNING', total_recipients: 2 });
   });
 
   it('another tenant\'s campaign, or a malformed id, is 404 on every campaign route and stays untouched', async () => {

@@ -65,11 +65,7 @@ export class ApiKeyAuthenticator {
     if (!ipAllowed(record.allowlist, request.ip)) {
       throw new AppError('FORBIDDEN', 'Request IP not in allowlist (not recoverable by retry)');
     }
-    for (const needed of ['access_api', feature] as (Feature | undefined)[]) {
-      if (needed && !planHasFeature(record.auth.plan, needed)) {
-        throw new AppError('UPGRADE_REQUIRED', upgradeMessage(needed), { upgrade_required: true, feature_key: needed });
-      }
-    }
+    for (const needed of ['access_api', feature] as (Feature | undefined)[]) if (needed) requireFeature(record.auth, needed);
     const missing = missingScopes(record.auth.scopes, requiredScopes);
     if (missing.length > 0) {
       throw new AppError('FORBIDDEN', `Missing required scope(s): ${missing.join(', ')}`, {
@@ -104,5 +100,12 @@ export class ApiKeyAuthenticator {
     if (this.cache.size > 50_000) this.cache.clear();
     if (generation === this.generation) this.cache.set(hash, { record, until: now + this.cacheMs });
     return record;
+  }
+}
+
+/** The plan gate (spec 7): 403 UPGRADE_REQUIRED unless the tenant's plan includes the feature. */
+export function requireFeature(auth: Pick<AuthContext, 'plan'>, feature: Feature): void {
+  if (!planHasFeature(auth.plan, feature)) {
+    throw new AppError('UPGRADE_REQUIRED', upgradeMessage(feature), { upgrade_required: true, feature_key: feature });
   }
 }

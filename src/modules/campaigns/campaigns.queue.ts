@@ -8,6 +8,7 @@ import { SERVICE_WINDOW_MS } from '../business-accounts/messaging-limit.ts';
 import { refusedEvent, STATUS_RANK as MESSAGE_STATUS_RANK } from '../messages/messages.statuses.ts';
 import { optOutOnMarketingRefusals } from '../contacts/marketing-consent.ts';
 import { claimWaitUntil } from './send-window.ts';
+import { plansWithFeature } from '../tenants/plans.ts';
 
 type RefusedRow = Parameters<typeof refusedEvent>[0] & { tenant_id: string; error_code: number | null; error_title: string };
 
@@ -557,8 +558,11 @@ export const campaignQueue = {
 
   /** Due SCHEDULED campaigns (the scheduler starts each with a conditional UPDATE). */
   async due(db: Db, limit: number, onlyTenants?: string[]): Promise<{ id: string; tenant_id: string }[]> {
+    // A tenant whose plan lost campaign sending after scheduling: its campaigns wait, SCHEDULED, for an upgrade.
     const { rows } = await sql<{ id: string; tenant_id: string }>`
-      SELECT c.id, c.tenant_id FROM campaigns c WHERE c.status = 'SCHEDULED' AND c.scheduled_at <= now() AND ${tenantFilter('c', onlyTenants)}
+      SELECT c.id, c.tenant_id FROM campaigns c JOIN tenants t ON t.id = c.tenant_id
+      WHERE c.status = 'SCHEDULED' AND c.scheduled_at <= now() AND ${tenantFilter('c', onlyTenants)}
+        AND t.plan = ANY(${plansWithFeature('campaigns')}::text[])
       ORDER BY c.scheduled_at LIMIT ${limit}`.execute(db);
     return rows;
   },

@@ -1,5 +1,6 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import type { FastifyRequest } from 'fastify';
+import { requireFeature } from '../../http/auth.ts';
 import type { CampaignsService } from './campaigns.service.ts';
 import type { CampaignRecipients } from './campaigns.recipients.ts';
 import {
@@ -20,7 +21,11 @@ export const campaignsRoutes: FastifyPluginAsyncTypebox<{ campaigns: CampaignsSe
     (req) => campaigns.list(req.auth.tenantId));
 
   app.post('/campaigns', { config: { ...write, idempotent: true }, schema: { body: CampaignCreate, response: { 201: Campaign } } },
-    async (req, reply) => reply.code(201).send(await campaigns.create(req.auth.tenantId, req.body)));
+    async (req, reply) => {
+      // Created SCHEDULED, it starts sending by itself: the same gate as POST /campaigns/{id}/schedule.
+      if (req.body.scheduled_at) requireFeature(req.auth, 'campaigns');
+      return reply.code(201).send(await campaigns.create(req.auth.tenantId, req.body));
+    });
 
   app.get('/campaigns/:id', { config: read, schema: { params: IdParams, response: { 200: CampaignDetail } } },
     (req) => campaigns.get(req.auth.tenantId, req.params.id));

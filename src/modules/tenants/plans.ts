@@ -26,6 +26,11 @@ export function planHasFeature(plan: string, feature: Feature): boolean {
   return PLANS[plan as PlanName]?.features.includes(feature) ?? false;
 }
 
+/** The plans that include a feature (for SQL that must honour the plan gate, such as the scheduler). */
+export function plansWithFeature(feature: Feature): PlanName[] {
+  return PLAN_NAMES.filter((name) => PLANS[name].features.includes(feature));
+}
+
 export function upgradeMessage(feature: Feature): string {
   return `Your plan does not include ${FEATURE_NAMES[feature]}. Upgrade your plan to use this feature.`;
 }
