@@ -1,9 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { call, uniquePhone } from './helpers/app.ts';
+import { call, eventually, uniquePhone } from './helpers/app.ts';
 import { expectError } from './helpers/expect.ts';
-import { CAMPAIGN_ENV, createContacts, someContacts, uniqueTag } from './helpers/campaigns.ts';
+import { CAMPAIGN_ENV, createContacts, runCampaignWorkers, someContacts, uniqueTag } from './helpers/campaigns.ts';
 import { createCampaign, expectInvalid, RICH_TEMPLATE, richMapping, stopLeftovers } from './helpers/campaigns-api.ts';
-import { createApprovedTemplate, createConnectedTenant, startUpstreamApp, type UpstreamTenant, type UpstreamTestApp } from './helpers/upstream.ts';
+import { createApprovedTemplate, createConnectedTenant, sandboxControl, startUpstreamApp, type UpstreamTenant, type UpstreamTestApp } from './helpers/upstream.ts';
 
 describe('campaigns API: audience preview, field coverage, render preview', () => {
   let t: UpstreamTestApp;
@@ -64,6 +64,44 @@ describe('campaigns API: audience preview, field coverage, render preview', () =
     const small = await preview({ groups: [source] });
     expect(small.total).toBe(1);
     expect(small.sample.map((s: { first_name: string }) => s.first_name)).toEqual(['T']);
+  });
+
+  it('PUT audience on a PAUSED campaign replaces the recipients it never tried with the new audience\'s; those it tried stay, each phone once', async () => {
+    const tenant = await connected();
+    const template = await createApprovedTemplate(t.app, tenant);
+    const [a, b] = [uniqueTag(), uniqueTag()];
+    const onlyA = await createContacts(t, tenant, someContacts(3, { tags: [a] }));
+    const both = await createContacts(t, tenant, someContacts(1, { tags: [a, b] }));
+    const onlyB = await createContacts(t, tenant, someContacts(2, { tags: [b] }));
+    const campaign = await createCampaign(t, tenant, template.id, { audience: { groups: [a] } });
+    // No worker runs yet: every recipient waits pending.
+    expect((await call(t.app, tenant, 'POST', `/campaigns/${campaign.id}/send`)).json()).toMatchObject({ status: 'RUNNING', total_recipients: 4 });
+    expect((await call(t.app, tenant, 'POST', `/campaigns/${campaign.id}/pause`)).json().status).toBe('PAUSED');
+    // One of A's was tried before the pause (it failed): it stays the campaign's.
+    await t.deps.db.updateTable('campaign_recipients').set({ status: 'failed', attempts: 1, error_code: 131026, error_title: 'Message undeliverable' })
+      .where('campaign_id', '=', campaign.id).where('phone', '=', onlyA[0].phone).execute();
+
+    const res = await call(t.app, tenant, 'PUT', `/campaigns/${campaign.id}/audience`, { groups: [b] });
+    expect(res.statusCode, res.body).toBe(200);
+    expect(res.json()).toMatchObject({ status: 'PAUSED', total_recipients: 4 });
+    expect(JSON.stringify(res.json().audiences)).toContain(b);
+    expect(JSON.stringify(res.json().audiences)).not.toContain(a);
+    expect(res.json().stats).toMatchObject({ pending: 3, failed: 1, sent: 0 });
+    const rows = await t.deps.db.selectFrom('campaign_recipients').select(['phone', 'status']).where('campaign_id', '=', campaign.id).execute();
+    expect(new Map(rows.map((r) => [r.phone, r.status]))).toEqual(new Map([
+      [onlyA[0].phone, 'failed'], [both[0].phone, 'pending'], [onlyB[0].phone, 'pending'], [onlyB[1].phone, 'pending'],
+    ]));
+
+    const workers = runCampaignWorkers(t, [tenant.id]);
+    try {
+      expect((await call(t.app, tenant, 'POST', `/campaigns/${campaign.id}/resume`)).statusCode).toBe(200);
+      await eventually(async () => (await call(t.app, tenant, 'GET', `/campaigns/${campaign.id}`)).json().status === 'COMPLETED', 20_000);
+    } finally {
+      await workers.stop();
+    }
+    const sendsTo = async (to: string) => (await sandboxControl(t.sandbox!, 'GET', `/__sandbox/sends?to=${encodeURIComponent(to)}`)).json.data.length;
+    for (const c of [...both, ...onlyB]) expect(await sendsTo(c.phone), c.phone).toBe(1);
+    for (const c of onlyA) expect(await sendsTo(c.phone), c.phone).toBe(0);
   });
 
   it('field coverage: present and missing per field over the audience, custom fields included; unknown fields are 400', async () => {

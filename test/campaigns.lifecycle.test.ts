@@ -250,7 +250,7 @@ describe('campaigns API: lifecycle, audience, recipients, errors, retarget', () 
     expect(res.json().audiences).toEqual([]);
   });
 
-  it('send materialises the audience once: any group or source, each phone once, archived never; total_recipients never changes', async () => {
+  it('send materialises the audience once: any group or source, each phone once, archived never; the recipients change only when a PAUSED campaign\'s audience is replaced', async () => {
     const tenant = await connected();
     const template = await createApprovedTemplate(t.app, tenant);
     const [tagA, tagB, source] = [uniqueTag(), uniqueTag(), `src_${uniqueTag()}`];
@@ -295,20 +295,24 @@ describe('campaigns API: lifecycle, audience, recipients, errors, retarget', () 
     await check();
     expect((await call(t.app, tenant, 'POST', `/campaigns/${c.id}/refresh-metrics`)).json()).toMatchObject({ total_recipients: 5, stats: { total: 5, pending: 5 } });
     await check();
+    // Paused, its audience replaced (spec 3.1): the recipients it never tried are the new audience's
+    // as it is now (tag A's three, the two contacts tagged since and Outside), each phone once.
     expect((await act(tenant, c.id, 'pause')).statusCode).toBe(200);
     const replaced = await call(t.app, tenant, 'PUT', `/campaigns/${c.id}/audience`, { groups: [tagA] });
     expect(replaced.statusCode, replaced.body).toBe(200);
-    expect(replaced.json().total_recipients).toBe(5);
+    expect(replaced.json()).toMatchObject({ status: 'PAUSED', total_recipients: 6, stats: { total: 6, pending: 6 } });
+    expect((await recipientsOf(c.id)).map((r) => r.contact_id)).not.toContain(idOf('B1'));
     const resumed = await act(tenant, c.id, 'resume');
-    expect(resumed.json()).toMatchObject({ status: 'RUNNING', total_recipients: 5 });
-    await check();
+    expect(resumed.json()).toMatchObject({ status: 'RUNNING', total_recipients: 6 });
 
     // Stopped: undispatched recipients stay pending and queryable.
-    expect((await act(tenant, c.id, 'stop')).json()).toMatchObject({ status: 'STOPPED', total_recipients: 5, stats: { pending: 5 } });
+    expect((await act(tenant, c.id, 'stop')).json()).toMatchObject({ status: 'STOPPED', total_recipients: 6, stats: { pending: 6 } });
     const pending = (await call(t.app, tenant, 'GET', `/campaigns/${c.id}/recipients?status=pending`)).json();
-    expect(pending.pagination.total_items).toBe(5);
+    expect(pending.pagination.total_items).toBe(6);
     expect((await call(t.app, tenant, 'GET', `/campaigns/${c.id}/errors`)).json()).toEqual({ total_failed: 0, by_code: [] });
-    await check();
+    // Stopped, the audience grows again: the recipients do not.
+    await createContacts(t, tenant, someContacts(1, { tags: [tagA] }));
+    expect(await recipientsOf(c.id)).toHaveLength(6);
   });
 
   describe('a dispatched campaign with failures', () => {

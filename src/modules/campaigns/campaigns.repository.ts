@@ -121,34 +121,29 @@ export const campaignsRepository = {
    */
   async materialise(tx: Tx, campaign: CampaignRow): Promise<CampaignRow> {
     if (campaign.materialised_at) return campaign;
-    const audience = { groups: campaign.audience_groups, sources: campaign.audience_sources };
-    const excluded = await exclusionsFor(tx, campaign.tenant_id, campaign.template_id, campaign.template_category);
-    const window = await windowColumns(tx, campaign, sql`contacts c WHERE ${audienceCondition(campaign.tenant_id, audience)}`);
-    // The row count comes with the command's completion: no RETURNING of a million rows to count them.
-    const inserted = await sql`
-      ${excluded.with}
-      INSERT INTO campaign_recipients (id, tenant_id, campaign_id, contact_id, phone, status, skip_reason, time_zone, not_before)
-      SELECT uuid_v7(), c.tenant_id, ${campaign.id}::uuid, c.id, c.phone, CASE WHEN x.reason IS NULL THEN 'pending' ELSE 'skipped' END, x.reason,
-        ${window.zone}, CASE WHEN x.reason IS NULL THEN ${window.notBefore} END
-      FROM contacts c ${excluded.join} ${window.join} CROSS JOIN LATERAL (SELECT ${excluded.reason} AS reason) x
-      WHERE ${audienceCondition(campaign.tenant_id, audience)}
-      ON CONFLICT (campaign_id, phone) DO NOTHING`.execute(tx);
-    const total = Number(inserted.numAffectedRows ?? 0);
-    const skipped = excluded.applies ? await countSkipped(tx, campaign.id) : 0;
-    // The planner must see a large audience from the first claim: until the table is analysed it
-    // keeps the row count of the last VACUUM or ANALYZE (autovacuum may be off or behind), and with
-    // a count of none it walked the whole primary key for every batch of statuses of a million-row
-    // campaign. In this transaction, ANALYZE samples the new rows too; a sample of 3,000 rows (not
-    // 30,000) gives the row count those plans need without reading every page of a million rows.
-    if (total >= ANALYZE_AFTER_ROWS) {
-      await sql`SET LOCAL default_statistics_target = 10`.execute(tx);
-      await sql`ANALYZE campaign_recipients`.execute(tx);
-    }
+    const { total, skipped } = await insertAudience(tx, campaign);
     await recordAudiencePrefixes(tx, campaign.id);
     return tx.updateTable('campaigns')
       .set({ total_recipients: total, pending_count: total - skipped, skipped_count: skipped, materialised_at: new Date(), updated_at: new Date() })
       .where('id', '=', campaign.id).returningAll().executeTakeFirstOrThrow();
   },
+
+  /**
+   * A materialised (PAUSED) campaign's audience replaced (spec 3.1): the recipients it never tried
+   * to send to (pending or skipped, no attempt) give way to the new audience's, each phone still
+   * once per campaign, so those it has sent to (or tried) stay as they are. The counters and the
+   * audience's prefixes are counted again from the rows. Runs after `setAudience` in its transaction.
+   */
+  async replaceAudience(tx: Tx, campaign: CampaignRow): Promise<CampaignRow> {
+    await sql`DELETE FROM campaign_recipients
+      WHERE campaign_id = ${campaign.id}::uuid AND status IN ('pending', 'skipped') AND attempts = 0`.execute(tx);
+    await insertAudience(tx, campaign);
+    await tx.deleteFrom('campaign_audience_prefixes').where('campaign_id', '=', campaign.id).execute();
+    await recordAudiencePrefixes(tx, campaign.id);
+    const row = await campaignsRepository.recountStats(tx, campaign.tenant_id, campaign.id);
+    return row!;
+  },
+
 
   /** Recomputes the status counters from the recipient rows (refresh-metrics). */
   async recountStats(tx: Tx, tenantId: string, id: string): Promise<CampaignRow | undefined> {
@@ -181,6 +176,39 @@ export const campaignsRepository = {
     return rows[0];
   },
 };
+
+/**
+ * Inserts the campaign's audience as recipient rows with one INSERT ... SELECT (phones already in
+ * the campaign are left as they are); recipients a MARKETING campaign must not send to
+ * (campaigns.exclusions.ts) are written as skipped with their reason. Returns the rows inserted and
+ * the campaign's skipped recipients.
+ */
+async function insertAudience(tx: Tx, campaign: CampaignRow): Promise<{ total: number; skipped: number }> {
+  const audience = { groups: campaign.audience_groups, sources: campaign.audience_sources };
+  const excluded = await exclusionsFor(tx, campaign.tenant_id, campaign.template_id, campaign.template_category);
+  const window = await windowColumns(tx, campaign, sql`contacts c WHERE ${audienceCondition(campaign.tenant_id, audience)}`);
+  // The row count comes with the command's completion: no RETURNING of a million rows to count them.
+  const inserted = await sql`
+    ${excluded.with}
+    INSERT INTO campaign_recipients (id, tenant_id, campaign_id, contact_id, phone, status, skip_reason, time_zone, not_before)
+    SELECT uuid_v7(), c.tenant_id, ${campaign.id}::uuid, c.id, c.phone, CASE WHEN x.reason IS NULL THEN 'pending' ELSE 'skipped' END, x.reason,
+      ${window.zone}, CASE WHEN x.reason IS NULL THEN ${window.notBefore} END
+    FROM contacts c ${excluded.join} ${window.join} CROSS JOIN LATERAL (SELECT ${excluded.reason} AS reason) x
+    WHERE ${audienceCondition(campaign.tenant_id, audience)}
+    ON CONFLICT (campaign_id, phone) DO NOTHING`.execute(tx);
+  const total = Number(inserted.numAffectedRows ?? 0);
+  const skipped = excluded.applies ? await countSkipped(tx, campaign.id) : 0;
+  // The planner must see a large audience from the first claim: until the table is analysed it
+  // keeps the row count of the last VACUUM or ANALYZE (autovacuum may be off or behind), and with
+  // a count of none it walked the whole primary key for every batch of statuses of a million-row
+  // campaign. In this transaction, ANALYZE samples the new rows too; a sample of 3,000 rows (not
+  // 30,000) gives the row count those plans need without reading every page of a million rows.
+  if (total >= ANALYZE_AFTER_ROWS) {
+    await sql`SET LOCAL default_statistics_target = 10`.execute(tx);
+    await sql`ANALYZE campaign_recipients`.execute(tx);
+  }
+  return { total, skipped };
+}
 
 /**
  * What materialising a campaign's recipients from `source` (a FROM and WHERE over contacts, alias

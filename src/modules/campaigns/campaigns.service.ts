@@ -330,7 +330,9 @@ export class CampaignsService {
       }
       const updated = await repo.setAudience(tx, tenantId, id, audience, AUDIENCE_EDITABLE);
       if (!updated) throw new AppError('CONFLICT', 'The campaign changed status concurrently; re-read it and retry');
-      if (!updated.materialised_at) await recordEvents(tx, tenantId, [{ type: 'campaign.updated', data: campaignEventData(updated) }]);
+      // PAUSED after it started: its recipients not yet tried are the new audience's (spec 3.1).
+      if (updated.materialised_at) return repo.replaceAudience(tx, updated);
+      await recordEvents(tx, tenantId, [{ type: 'campaign.updated', data: campaignEventData(updated) }]);
       return updated;
     });
     return this.detail(row);
