@@ -121,8 +121,9 @@ describe('campaign dispatcher: each upstream answer, recorded', () => {
     expect((await t.deps.pacer.reserve(phoneNumberId, 1, 80)).intervalMs).toBe(1000 / 80);
   });
 
-  it('a stopping answer acts on the campaign: 132015 pauses it (template paused, recipient pending), 132016 fails it (template disabled), 190 fails it (account token_invalid, recipient pending)', async () => {
+  it('a stopping answer acts on the campaign: 132015 pauses it (template paused, recipient pending), 131048 pauses it (number restricted, recipient pending an hour, account active), 132016 fails it (template disabled), 190 fails it (account token_invalid, recipient pending)', async () => {
     for (const [code, title, expected] of [
+      [131048, 'Spam rate limit hit', { campaign: 'PAUSED', paused_reason: 'number_restricted', failure_reason: null, template: 'approved', account: 'active', recipient: 'pending' }],
       [132015, 'Template is paused', { campaign: 'PAUSED', paused_reason: 'template_paused', failure_reason: null, template: 'paused', account: 'active', recipient: 'pending' }],
       [132016, 'Template is disabled', { campaign: 'FAILED', paused_reason: null, failure_reason: 'Upstream error 132016: Template is disabled', template: 'disabled', account: 'active', recipient: 'failed' }],
       [190, 'Access token has expired', { campaign: 'FAILED', paused_reason: null, failure_reason: 'Upstream error 190: Access token has expired', template: 'approved', account: 'token_invalid', recipient: 'pending' }],
@@ -135,7 +136,14 @@ describe('campaign dispatcher: each upstream answer, recorded', () => {
       expect(row.status, String(code)).toBe(expected.template);
       const account = await t.deps.db.selectFrom('business_accounts').select('status').where('tenant_id', '=', tenant.id).executeTakeFirstOrThrow();
       expect(account.status, String(code)).toBe(expected.account);
-      expect((await recipientOf(id, contacts[0].phone)).status, String(code)).toBe(expected.recipient);
+      const recipient = await recipientOf(id, contacts[0].phone);
+      expect(recipient.status, String(code)).toBe(expected.recipient);
+      // Reference §4: retried hours later, not at once.
+      if (code === 131048) expect(recipient.not_before?.getTime()).toBeGreaterThan(Date.now() + 59 * 60_000);
+      if (expected.campaign === 'PAUSED') {
+        const [paused] = await eventsOf(t.deps, tenant.id, 'campaign.paused');
+        expect(paused, String(code)).toBeDefined();
+      }
     }
   });
 

@@ -339,6 +339,34 @@ describe('campaigns: every upstream answer through the outcome model', () => {
     }
   });
 
+  it('a number restricted for spam by callback (131048) pauses the running campaign (paused_reason number_restricted), its recipient waits an hour pending, the account stays active', { timeout: 60_000 }, async () => {
+    const tenant = await createConnectedTenant(t.app);
+    await t.deps.db.updateTable('business_accounts').set({ messages_per_second: 2 }).where('tenant_id', '=', tenant.id).execute();
+    const workers = runCampaignWorkers(t, [tenant.id]);
+    try {
+      const template = await createApprovedTemplate(t.app, tenant);
+      const tag = uniqueTag();
+      const contacts = await createContacts(t, tenant, someContacts(6, { tags: [tag] }));
+      await rule(contacts[0].phone, 'fail', { error_code: 131048 });
+      const id = await campaignOf(tenant, template.id, tag, { batch_size: 1 });
+      await call(t.app, tenant, 'POST', `/campaigns/${id}/send`);
+      const paused = await eventually(async () => {
+        const c = await getCampaign(tenant, id);
+        return c.status === 'PAUSED' ? c : null;
+      }, 20_000);
+      expect(paused).toMatchObject({ paused_reason: 'number_restricted', failure_reason: null });
+      const account = await t.deps.db.selectFrom('business_accounts').select('status').where('tenant_id', '=', tenant.id).executeTakeFirstOrThrow();
+      expect(account.status).toBe('active');
+      const row = await recipient(id, contacts[0].phone);
+      expect(row.status).toBe('pending');
+      expect(row.not_before!.getTime()).toBeGreaterThan(Date.now() + 59 * 60_000);
+      expect(await eventsOf(t.deps, tenant.id, 'campaign.paused')).toHaveLength(1);
+      expect((await eventsOf(t.deps, tenant.id, 'message.failed')).filter((e: any) => e.data.to === contacts[0].phone)).toEqual([]);
+    } finally {
+      await workers.stop();
+    }
+  });
+
   it('a held recipient never released (a lost callback) counts as sent after CAMPAIGN_HOLD_MS, and its campaign completes', { timeout: 60_000 }, async () => {
     const tenant = await createConnectedTenant(t.app);
     const workers = runCampaignWorkers(t, [tenant.id]);

@@ -123,6 +123,22 @@ describe('single sends: every upstream answer through the outcome model', () => 
     expect(await eventsOf(t.deps, tenant.id, 'message.failed')).toEqual([]);
   });
 
+  it('a number restricted for spam (131048) is a 429 with Retry-After of an hour, nothing is stored, the account stays active (reference §4: pause, retry hours later)', async () => {
+    const tenant = await createConnectedTenant(t.app);
+    const template = await createApprovedTemplate(t.app, tenant);
+    const to = uniquePhone();
+    await rule(to, 'reject', { error_code: 131048 });
+    const res = await call(t.app, tenant, 'POST', '/messages/template', { to, template_name: template.template_name, components: bodyParams('a', 'b') });
+    expect(res.statusCode).toBe(429);
+    expect(res.json().error).toMatchObject({ code: 'RATE_LIMIT_EXCEEDED', upstream_error: { code: 131048 } });
+    expect(Number(res.headers['retry-after'])).toBe(3600);
+    expect(await messageRow(tenant.id, to)).toBeUndefined();
+    const account = await t.deps.db.selectFrom('business_accounts').select('status').where('tenant_id', '=', tenant.id).executeTakeFirstOrThrow();
+    expect(account.status).toBe('active');
+    // Another recipient is sent as before.
+    expect((await call(t.app, tenant, 'POST', '/messages/template', { to: uniquePhone(), template_name: template.template_name, components: bodyParams('a', 'b') })).statusCode).toBe(200);
+  });
+
   it('an expired token (190) stops the account: 404, the operator sees token_invalid, later sends answer 404 until it is connected again', async () => {
     const tenant = await createConnectedTenant(t.app);
     const template = await createApprovedTemplate(t.app, tenant);

@@ -47,7 +47,8 @@ const CATALOG: ErrorCodeInfo[] = [
   { code: 131042, title: 'Business eligibility payment issue', fix: 'Fix the payment method, credit line, currency or time zone of the WhatsApp Business Account.', errorClass: 'fatal' },
   { code: 131045, title: 'Incorrect certificate', fix: 'Register the phone number on the Cloud API before sending.', errorClass: 'fatal' },
   { code: 131047, title: 'Re-engagement message', fix: 'More than 24 hours since the user last wrote; send an approved template instead of a free-form message.', errorClass: 'recipient' },
-  { code: 131048, title: 'Spam rate limit hit', fix: 'The number is restricted after blocks or spam reports; pause, check quality, and resume hours later.', errorClass: 'fatal' },
+  // Not retried per message: the number's campaigns pause (upstream-stops.ts), its recipients wait an hour at least.
+  { code: 131048, title: 'Spam rate limit hit', fix: 'The number is restricted after blocks or spam reports; its campaigns pause. Check its quality, and resume them hours later.', errorClass: 'fatal', retryAfterMs: 60 * MINUTE },
   { code: 131049, title: 'Meta chose not to deliver', fix: 'The user reached the marketing-message cap; wait at least 24 hours or use a utility template.', errorClass: 'recipient' },
   { code: 131050, title: 'User stopped marketing messages', fix: 'The user opted out of marketing messages; do not send them marketing templates.', errorClass: 'recipient' },
   { code: 131051, title: 'Unsupported message type', fix: 'Use a supported message type.', errorClass: 'bad_request' },
@@ -126,5 +127,5 @@ const MAX_PAIR_RATE_DELAY_MS = 15 * MINUTE;
 export function retryDelayMs(code: number, attempt = 0): number {
   const base = lookupErrorCode(code)?.retryAfterMs ?? 5 * SECOND;
   if (code === 131056) return Math.min(base * 4 ** attempt, MAX_PAIR_RATE_DELAY_MS);
-  return Math.min(base * 2 ** attempt, 10 * MINUTE);
+  return Math.min(base * 2 ** attempt, Math.max(base, 10 * MINUTE));
 }

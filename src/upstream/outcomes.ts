@@ -20,6 +20,11 @@ export type SendOutcome =
   | { kind: 'request_invalid'; error: UpstreamError }
   /** The template cannot be sent: paused (until approved again), disabled, or missing. */
   | { kind: 'template_stopped'; error: UpstreamError; templateStatus: 'paused' | 'disabled' | null }
+  /**
+   * The number is restricted for spam (131048, reference §4 and §10: pause, retry hours later): this
+   * message was not sent and may go again after `retryAfterMs`; the number's campaigns pause.
+   */
+  | { kind: 'number_restricted'; error: UpstreamError; retryAfterMs: number }
   /** Nothing can be sent from this business account until an operator acts. */
   | { kind: 'account_stopped'; error: UpstreamError; accountStatus: AccountStopStatus | null }
   /** No answer: the request may or may not have reached the upstream. Callbacks decide. */
@@ -28,6 +33,9 @@ export type SendOutcome =
 export type OutcomeKind = SendOutcome['kind'];
 export type FailureOutcome = Extract<SendOutcome, { error: UpstreamError | null }>;
 export type AccountStopStatus = 'token_invalid' | 'restricted';
+
+/** Spam rate limit hit: a restriction of the number that lifts by itself, never an account stop. */
+const SPAM_RESTRICTED = 131048;
 
 const TEMPLATE_STOPS: Record<number, 'paused' | 'disabled' | null> = {
   132001: null, 132007: null, 132015: 'paused', 132016: 'disabled', 132068: null, 132069: null,
@@ -46,6 +54,7 @@ function accountStop(code: number): AccountStopStatus | null {
 export function outcomeOfError(error: UpstreamError, attempt = 0): FailureOutcome {
   const { code } = error;
   if (code === 131049) return { kind: 'deferred', error };
+  if (code === SPAM_RESTRICTED) return { kind: 'number_restricted', error, retryAfterMs: retryDelayMs(code) };
   if (code in TEMPLATE_STOPS) return { kind: 'template_stopped', error, templateStatus: TEMPLATE_STOPS[code] };
   switch (error.errorClass) {
     case 'retryable':

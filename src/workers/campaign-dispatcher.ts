@@ -367,7 +367,7 @@ export class CampaignDispatcher {
       } finally {
         release();
       }
-      if (outcome.kind === 'template_stopped' || outcome.kind === 'account_stopped') this.haltCampaign(campaign.id);
+      if (outcome.kind === 'template_stopped' || outcome.kind === 'account_stopped' || outcome.kind === 'number_restricted') this.haltCampaign(campaign.id);
       return { send, outcome };
     }));
     await this.record(campaign, results);
@@ -442,6 +442,11 @@ export class CampaignDispatcher {
         case 'deferred':
           if (campaign.retry_deferred && send.defers < (this.options.deferAttempts ?? 3)) outcomes.deferred.push({ id: send.id, retryAt: new Date(now + (this.options.deferMs ?? DAY_MS)) });
           else fail(send.id, outcome);
+          break;
+        case 'number_restricted':
+          // Not sent: the recipient waits out the restriction, and the number's campaigns pause.
+          stop ??= outcome;
+          outcomes.retry.push({ id: send.id, retryAt: new Date(now + outcome.retryAfterMs) });
           break;
         case 'template_stopped':
         case 'account_stopped':

@@ -73,14 +73,14 @@ export async function settleCallbackFailures(tx: Tx, tenantId: string, updates: 
       continue;
     }
     const outcome = outcomeOfCallbackFailure(code, title, Math.max(0, (row.attempts ?? 1) - 1));
-    if (outcome.kind === 'template_stopped' || outcome.kind === 'account_stopped') stops.push({ outcome, templateId: row.template_id, at: u.timestamp });
+    if (outcome.kind === 'template_stopped' || outcome.kind === 'account_stopped' || outcome.kind === 'number_restricted') stops.push({ outcome, templateId: row.template_id, at: u.timestamp });
     // A campaign that has ended (a late failure of its last sends) sends nothing more: the failure stands.
     if (!row.campaign_id || row.recipient_status === null || (row.campaign_status !== 'RUNNING' && row.campaign_status !== 'PAUSED')) continue;
     if (row.recipient_status === 'pending' || row.recipient_status === 'deferred' || again.some((a) => a.id === row.id)) {
       dropped.add(u); // its attempt was already settled: a duplicate callback
       continue;
     }
-    if (outcome.kind === 'retry_later' && (isThrottle(outcome) || (row.attempts ?? 0) < policy.maxAttempts)) {
+    if (outcome.kind === 'number_restricted' || (outcome.kind === 'retry_later' && (isThrottle(outcome) || (row.attempts ?? 0) < policy.maxAttempts))) {
       again.push({ id: row.id, campaignId: row.campaign_id, update: u, next: 'pending', at: new Date(now + outcome.retryAfterMs), defer: 0, code, title });
       dropped.add(u);
     } else if (outcome.kind === 'deferred' && row.retry_deferred && (row.defers ?? 0) < policy.deferAttempts) {

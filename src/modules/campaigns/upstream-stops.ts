@@ -12,6 +12,7 @@ import type { CampaignAction } from './campaigns.states.ts';
  */
 
 const TEMPLATE_PAUSED = 'template_paused';
+const NUMBER_RESTRICTED = 'number_restricted';
 
 /** A template's new status, as it affects the campaigns sending it (`reason`: why a disabled template fails them). */
 export async function applyTemplateStatus(tx: Tx, templates: { id: string; status: string }[], reason = 'The template was disabled by WhatsApp'): Promise<CampaignRow[]> {
@@ -55,11 +56,12 @@ async function failCampaigns(tx: Tx, campaigns: { id: string; tenant_id: string 
 }
 
 /**
- * An answer that stops a template or an account (template_stopped, account_stopped), applied once:
- * the template paused or disabled (and its campaigns moved), or the business account marked
- * token_invalid or restricted (sends answer 404 until an operator connects it again) with the
- * tenant's running campaigns failed. A template stop without a status (missing, rejected content)
- * fails the campaigns sending it. Other outcomes change nothing here. Returns the campaigns it failed.
+ * An answer that stops a template, a number or an account (template_stopped, number_restricted,
+ * account_stopped), applied once: the template paused or disabled (and its campaigns moved); the
+ * tenant's running campaigns paused while its number is restricted for spam; or the business
+ * account marked token_invalid or restricted (sends answer 404 until an operator connects it again)
+ * with the tenant's running campaigns failed. A template stop without a status (missing, rejected
+ * content) fails the campaigns sending it. Other outcomes change nothing here. Returns the campaigns it failed.
  */
 export async function applyStop(tx: Tx, tenantId: string, outcome: FailureOutcome, templateId: string | null): Promise<CampaignRow[]> {
   const reason = `Upstream error ${outcome.error?.code}: ${outcome.error?.title}`;
@@ -69,6 +71,15 @@ export async function applyStop(tx: Tx, tenantId: string, outcome: FailureOutcom
       .where('id', '=', templateId).where('tenant_id', '=', tenantId).where('status', '=', 'approved').execute();
     // Also when a callback said so first: the campaigns still sending with it move now.
     return applyTemplateStatus(tx, [{ id: templateId, status: outcome.templateStatus }], reason);
+  }
+  if (outcome.kind === 'number_restricted') {
+    // Reference §4: pause and resume hours later. The tenant resumes them (campaign.paused says why).
+    const running = await tx.selectFrom('campaigns').select(['id', 'tenant_id']).where('tenant_id', '=', tenantId).where('status', '=', 'RUNNING').orderBy('id').execute();
+    for (const c of running) {
+      const row = await campaignsRepository.transition(tx, c.tenant_id, c.id, 'pause', { paused_reason: NUMBER_RESTRICTED });
+      if (row) await recordTransition(tx, row, 'pause', { reason: NUMBER_RESTRICTED, error_code: outcome.error.code });
+    }
+    return [];
   }
   if (outcome.kind === 'account_stopped') {
     if (outcome.accountStatus) {

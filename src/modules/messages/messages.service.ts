@@ -216,6 +216,16 @@ export class MessagesService {
           throw error;
         }
         throw upstreamFailure({ kind: 'retryable', error: outcome.error, retryAfterMs: outcome.retryAfterMs, reason: outcome.reason }, 'sending the message');
+      case 'number_restricted': {
+        // Nothing was sent: the number is restricted for hours (reference §4), so its campaigns pause too.
+        await this.db.transaction().execute(async (tx) => {
+          await repo.discard(tx, tenantId, record.id);
+          await applyStop(tx, tenantId, outcome, record.templateId);
+        });
+        const error = new AppError('RATE_LIMIT_EXCEEDED', 'Rate limit exceeded. Please slow down.', { upstream_error: upstreamError(outcome.error) });
+        error.retryAfterSeconds = outcome.retryAfterMs / 1000;
+        throw error;
+      }
       case 'account_stopped':
         // No Graph error at all (a proxy, a wrong UPSTREAM_BASE_URL): the account is not known to be at fault.
         if (!outcome.accountStatus) {
