@@ -1,7 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { EVENT_TYPES } from '../src/events/events.ts';
 import { decryptSecret } from '../src/crypto/secrets.ts';
-import { call, createTenant, startTestApp, type TestApp } from './helpers/app.ts';
+import { sql } from 'kysely';
+import pg from 'pg';
+import { call, createTenant, eventually, itOnPostgresServer, startTestApp, uniquePhone, type TestApp } from './helpers/app.ts';
 
 const PUBLIC_URL = 'https://93.184.215.14/hooks/in'; // a public IP literal: no DNS needed in tests
 
@@ -142,6 +144,32 @@ describe('webhook endpoints: management', () => {
     expect((await call(t.app, tenant, 'DELETE', `/webhooks/${created.data.id}`)).statusCode).toBe(404);
     const row = await t.deps.db.selectFrom('webhook_endpoints').select('deleted_at').where('id', '=', created.data.id).executeTakeFirstOrThrow();
     expect(row.deleted_at).not.toBeNull();
+  });
+
+  itOnPostgresServer('a second connection holds the deliverer\'s row locks')('deleting an endpoint while a deliverer records its attempts waits for it, then answers 200 (no deadlock)', async () => {
+    const tenant = await createTenant(t.app);
+    const created = (await call(t.app, tenant, 'POST', '/webhooks', { url: PUBLIC_URL, events: ['contact.created'] })).json();
+    expect((await call(t.app, tenant, 'POST', '/contacts', { first_name: 'D', phone: uniquePhone() })).statusCode).toBe(201);
+    const [delivery] = await t.deps.db.selectFrom('webhook_deliveries').select('id').where('endpoint_id', '=', created.data.id).execute();
+    const deliverer = new pg.Client({ connectionString: process.env.DATABASE_URL });
+    await deliverer.connect();
+    try {
+      const pid = (await deliverer.query('SELECT pg_backend_pid() AS pid')).rows[0].pid as number;
+      // As webhook_record_attempts does: the batch's deliveries first...
+      await deliverer.query('BEGIN');
+      await deliverer.query('UPDATE webhook_deliveries SET response_time_ms = 1 WHERE id = $1', [delivery.id]);
+      const deleting = call(t.app, tenant, 'DELETE', `/webhooks/${created.data.id}`);
+      await eventually(async () => (await sql<{ n: number }>`SELECT count(*)::int AS n FROM pg_stat_activity WHERE ${pid} = ANY (pg_blocking_pids(pid))`.execute(t.deps.db)).rows[0].n > 0);
+      // ... then their endpoints. Had the delete locked the endpoint first, one of the two would die of a deadlock here.
+      await deliverer.query('SELECT 1 FROM webhook_endpoints WHERE id = $1 FOR UPDATE', [created.data.id]);
+      await deliverer.query('COMMIT');
+      const del = await deleting;
+      expect(del.statusCode, del.body).toBe(200);
+    } finally {
+      await deliverer.end();
+    }
+    const row = await t.deps.db.selectFrom('webhook_deliveries').select(['status', 'error_class']).where('id', '=', delivery.id).executeTakeFirstOrThrow();
+    expect(row).toEqual({ status: 'failed', error_class: 'endpoint_deleted' });
   });
 
   it('routes literal /webhooks/deliveries paths before /webhooks/{id}', async () => {

@@ -54,9 +54,17 @@ export const webhooksRepository = {
       .returningAll().executeTakeFirst();
   },
 
-  /** Soft delete; its open deliveries are closed as failed so nothing more is sent to it. */
+  /**
+   * Soft delete; its open deliveries are closed as failed so nothing more is sent to it. Locks in
+   * the deliverer's order (webhook_record_attempts: the batch's deliveries by ctid, then
+   * their endpoints): the endpoint's queued deliveries first, in ctid order, then the endpoint.
+   * Endpoint first, a delete and a deliverer recording this endpoint's attempts deadlocked (a 500).
+   */
   async softDeleteEndpoint(tx: Tx, tenantId: string, id: string): Promise<boolean> {
     if (!isUuid(id)) return false;
+    await sql`
+      SELECT id FROM webhook_deliveries WHERE tenant_id = ${tenantId} AND endpoint_id = ${id} AND status IN ('pending', 'retrying')
+      ORDER BY ctid FOR UPDATE`.execute(tx);
     const row = await tx.updateTable('webhook_endpoints').set({ deleted_at: new Date(), updated_at: new Date(), is_active: false })
       .where('tenant_id', '=', tenantId).where('id', '=', id).where('deleted_at', 'is', null)
       .returning('id').executeTakeFirst();
