@@ -1,8 +1,9 @@
+import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { adminHeaders, call, eventually, uniquePhone } from './helpers/app.ts';
 import { expectError } from './helpers/expect.ts';
 import { CAMPAIGN_ENV, createContacts, runCampaignWorkers, someContacts, uniqueTag } from './helpers/campaigns.ts';
-import { createCampaign, expectInvalid, future, stopLeftovers } from './helpers/campaigns-api.ts';
+import { bodyMapping, createCampaign, expectInvalid, future, stopLeftovers } from './helpers/campaigns-api.ts';
 import {
   createApprovedTemplate, createConnectedTenant, eventsOf, sandboxControl, startUpstreamApp, type ApprovedTemplate, type UpstreamTenant, type UpstreamTestApp,
 } from './helpers/upstream.ts';
@@ -243,8 +244,13 @@ describe('campaigns API: lifecycle, audience, recipients, errors, retarget', () 
       [{ groups: Array.from({ length: 101 }, (_, i) => `g${i}`) }, ['body', 'groups']],
       [{ sources: Array.from({ length: 101 }, (_, i) => `s${i}`) }, ['body', 'sources']],
       [{ groups: 'vip' }, ['body', 'groups']],
+      // Spec 1: groups and sources only, never contact ids (the key was dropped, emptying the audience).
+      [{ contact_ids: [randomUUID()] }, ['body', 'contact_ids']],
+      [{ groups: ['g'], contacts: ['x'] }, ['body', 'contacts']],
     ];
     for (const [body, loc] of bad) expectInvalid(await put(body), loc, JSON.stringify(body).slice(0, 60));
+    const created = await call(t.app, tenant, 'POST', '/campaigns', { name: 'ids', template_id: template.id, variable_mapping: bodyMapping(), audience: { contact_ids: [randomUUID()] } });
+    expectInvalid(created, ['body', 'audience', 'contact_ids']);
     expect((await get(tenant, c.id)).audiences).toHaveLength(200);
     res = await put({});
     expect(res.json().audiences).toEqual([]);

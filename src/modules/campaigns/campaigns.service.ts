@@ -98,6 +98,10 @@ function checkAudience(body: AudienceBody | undefined, loc: (string | number)[])
     return [...new Set(items as string[])];
   };
   const audience = { groups: list('groups'), sources: list('sources') };
+  // Spec 1: groups and sources only; contact ids (or any other key) would otherwise empty the audience unseen.
+  for (const key of Object.keys(body ?? {})) {
+    if (key !== 'groups' && key !== 'sources') issues.push({ type: 'extra_forbidden', loc: [...loc, key], msg: `An audience has groups and sources only; "${key}" is not accepted`, input: null });
+  }
   if (issues.length > 0) throw new AppError('VALIDATION_ERROR', issues.length === 1 ? issues[0].msg : 'Invalid audience', { details: issues });
   return audience;
 }
