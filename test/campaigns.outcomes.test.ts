@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { adminHeaders, call, eventually, itOnPostgresServer } from './helpers/app.ts';
 import { settleCallbackFailures } from '../src/modules/campaigns/callback-failures.ts';
 import { campaignQueue } from '../src/modules/campaigns/campaigns.queue.ts';
+import { REFUSED_RUN } from '../src/workers/campaign-dispatcher.ts';
 import { createApprovedTemplate, createConnectedTenant, eventsOf, postCallback, sandboxControl, startUpstreamApp, statusCallback, type UpstreamTenant, type UpstreamTestApp } from './helpers/upstream.ts';
 import { CAMPAIGN_ENV, createContacts, runCampaignWorkers, someContacts, uniqueTag } from './helpers/campaigns.ts';
 
@@ -362,6 +363,42 @@ describe('campaigns: every upstream answer through the outcome model', () => {
       expect(row.not_before!.getTime()).toBeGreaterThan(Date.now() + 59 * 60_000);
       expect(await eventsOf(t.deps, tenant.id, 'campaign.paused')).toHaveLength(1);
       expect((await eventsOf(t.deps, tenant.id, 'message.failed')).filter((e: any) => e.data.to === contacts[0].phone)).toEqual([]);
+    } finally {
+      await workers.stop();
+    }
+  });
+
+  it(`a campaign whose first ${REFUSED_RUN} sends are all refused with one request code (132000) pauses (paused_reason requests_refused); accepted sends among them keep it going`, { timeout: 60_000 }, async () => {
+    const tenant = await createConnectedTenant(t.app);
+    const workers = runCampaignWorkers(t, [tenant.id]);
+    try {
+      const template = await createApprovedTemplate(t.app, tenant);
+      const [refusedTag, mixedTag] = [uniqueTag(), uniqueTag()];
+      const refused = await createContacts(t, tenant, someContacts(REFUSED_RUN + 40, { tags: [refusedTag] }));
+      const mixed = await createContacts(t, tenant, someContacts(REFUSED_RUN + 10, { tags: [mixedTag] }));
+      // Every other one of the second campaign is accepted, so any run of its sends has one.
+      for (const c of [...refused, ...mixed.filter((_, i) => i % 2 === 1)]) await rule(c.phone, 'reject', { error_code: 132000 });
+
+      const id = await campaignOf(tenant, template.id, refusedTag, { batch_size: 10 });
+      await call(t.app, tenant, 'POST', `/campaigns/${id}/send`);
+      const paused = await eventually(async () => {
+        const c = await getCampaign(tenant, id);
+        return c.status === 'PAUSED' ? c : null;
+      }, 20_000);
+      expect(paused.paused_reason).toBe('requests_refused');
+      expect(paused.stats.failed).toBeGreaterThanOrEqual(REFUSED_RUN);
+      expect(paused.stats.pending).toBeGreaterThan(0);
+      const [event] = await eventsOf(t.deps, tenant.id, 'campaign.paused');
+      expect(event.data).toMatchObject({ id, status: 'PAUSED' });
+
+      // The same refusals beside accepted sends: the rows differ, so it completes.
+      const other = await campaignOf(tenant, template.id, mixedTag, { batch_size: 10 });
+      await call(t.app, tenant, 'POST', `/campaigns/${other}/send`);
+      const done = await eventually(async () => {
+        const c = await getCampaign(tenant, other);
+        return c.status === 'COMPLETED' ? c : null;
+      }, 20_000);
+      expect(done.stats).toMatchObject({ failed: (REFUSED_RUN + 10) / 2 });
     } finally {
       await workers.stop();
     }

@@ -12,7 +12,7 @@ import type { MediaService } from '../modules/media/media.service.ts';
 import type { MediaType } from '../modules/media/media.types.ts';
 import { SendWindow, type SendPacer } from '../modules/messages/send-pacer.ts';
 import { placeholderPlan } from '../modules/templates/templates.grammar.ts';
-import { applyStop, applyTemplateStatus } from '../modules/campaigns/upstream-stops.ts';
+import { applyStop, applyTemplateStatus, pauseCampaign } from '../modules/campaigns/upstream-stops.ts';
 import { exhausted, isThrottle, outcomeOfSend, type FailureOutcome, type SendOutcome } from '../upstream/outcomes.ts';
 import type { UpstreamAccount, UpstreamClient } from '../upstream/types.ts';
 import type { WorkerLoop } from './loop.ts';
@@ -60,6 +60,9 @@ const MEDIA_TYPES: Record<string, MediaType> = { IMAGE: 'image', VIDEO: 'video',
 const INHERITED_RECHECK_MS = 250;
 /** How long before a batch's first slot its message rows are written. */
 const ATTEMPT_LEAD_MS = 100;
+/** Reference §4 (REQ): this many sends of a campaign refused with one code and none accepted pause it. */
+export const REFUSED_RUN = 20;
+const REQUESTS_REFUSED = 'requests_refused';
 const sleepUntil = (at: number) => new Promise<void>((resolve) => setTimeout(resolve, Math.max(0, at - Date.now())));
 
 type Outcomes = Required<Parameters<typeof campaignQueue.recordOutcomes>[1]>;
@@ -93,6 +96,11 @@ export class CampaignDispatcher {
    * failed, and may be resumed).
    */
   private halted = new Map<string, number>();
+  /**
+   * Per campaign, the run of sends refused as request_invalid with one code since its start here,
+   * or null once any was accepted (its rows differ; the template and mapping work).
+   */
+  private refusedRuns = new Map<string, { code: number; count: number } | null>();
   /** Tenants whose last claim found the messaging limit reached, and until when they are not tried. */
   private limitReached = new Map<string, number>();
   /**
@@ -385,6 +393,28 @@ export class CampaignDispatcher {
     else this.inherited.delete(phoneNumberId);
   }
 
+  /**
+   * Reference §4 (REQ): a request refused the same way for every row is the campaign's fault (a
+   * parameter count the template does not have, say), not the rows'. The first REFUSED_RUN sends of
+   * a campaign all refused with one code: the code, and the campaign pauses with campaign.paused.
+   */
+  private refusedEveryRow(campaignId: string, results: { outcome: SendOutcome | null }[]): { code: number } | null {
+    let run = this.refusedRuns.get(campaignId);
+    if (run === null) return null;
+    for (const { outcome } of results) {
+      if (!outcome || outcome.kind === 'unknown' || outcome.kind === 'retry_later') continue;
+      if (outcome.kind !== 'request_invalid') { run = null; break; }
+      run = run?.code === outcome.error.code ? { code: run.code, count: run.count + 1 } : { code: outcome.error.code, count: 1 };
+    }
+    if (this.refusedRuns.size > 10_000) this.refusedRuns.clear();
+    if (run && run.count >= REFUSED_RUN) {
+      this.refusedRuns.delete(campaignId); // resumed, it gets another run
+      return { code: run.code };
+    }
+    this.refusedRuns.set(campaignId, run ?? null);
+    return null;
+  }
+
   private haltCampaign(campaignId: string): void {
     if (this.halted.size > 10_000) this.halted.clear();
     this.halted.set(campaignId, Date.now());
@@ -461,8 +491,11 @@ export class CampaignDispatcher {
       }
     }
     if (rateLimited) await this.pacer.penalise(campaign.phone_number_id!);
+    const everyRowRefused = this.refusedEveryRow(campaign.id, results);
+    if (everyRowRefused) this.haltCampaign(campaign.id);
     const failed = await this.db.transaction().execute(async (tx) => {
       await campaignQueue.recordOutcomes(tx, outcomes);
+      if (everyRowRefused) await pauseCampaign(tx, campaign.tenant_id, campaign.id, REQUESTS_REFUSED, everyRowRefused.code);
       if (!stop) return [];
       // No Graph error at all (a proxy's page, a wrong UPSTREAM_BASE_URL): this campaign stops, the account is not known to be at fault.
       if (stop.kind === 'account_stopped' && !stop.accountStatus) {

@@ -26,6 +26,12 @@ export async function applyTemplateStatus(tx: Tx, templates: { id: string; statu
   return failed;
 }
 
+/** A RUNNING campaign paused by the service, with why (paused_reason, and campaign.paused's reason and code). */
+export async function pauseCampaign(tx: Tx, tenantId: string, id: string, reason: string, code: number): Promise<void> {
+  const row = await campaignsRepository.transition(tx, tenantId, id, 'pause', { paused_reason: reason });
+  if (row) await recordTransition(tx, row, 'pause', { reason, error_code: code });
+}
+
 async function moveCampaigns(tx: Tx, templateId: string, from: string, action: CampaignAction, set: { paused_reason: string | null }, data: Record<string, unknown>, pausedReason?: string): Promise<void> {
   let query = tx.selectFrom('campaigns').select(['id', 'tenant_id']).where('template_id', '=', templateId).where('status', '=', from);
   if (pausedReason) query = query.where('paused_reason', '=', pausedReason);
@@ -75,10 +81,7 @@ export async function applyStop(tx: Tx, tenantId: string, outcome: FailureOutcom
   if (outcome.kind === 'number_restricted') {
     // Reference §4: pause and resume hours later. The tenant resumes them (campaign.paused says why).
     const running = await tx.selectFrom('campaigns').select(['id', 'tenant_id']).where('tenant_id', '=', tenantId).where('status', '=', 'RUNNING').orderBy('id').execute();
-    for (const c of running) {
-      const row = await campaignsRepository.transition(tx, c.tenant_id, c.id, 'pause', { paused_reason: NUMBER_RESTRICTED });
-      if (row) await recordTransition(tx, row, 'pause', { reason: NUMBER_RESTRICTED, error_code: outcome.error.code });
-    }
+    for (const c of running) await pauseCampaign(tx, c.tenant_id, c.id, NUMBER_RESTRICTED, outcome.error.code);
     return [];
   }
   if (outcome.kind === 'account_stopped') {
