@@ -315,7 +315,8 @@ describe('campaigns: every upstream answer through the outcome model', () => {
     }
   });
 
-  it('an account-stopping code by callback (131031) acts as the same answer at send: the account is restricted and its running campaigns fail', { timeout: 60_000 }, async () => {
+  /** A campaign of six at 2/s whose first recipient fails by callback with `code`, run until it is `status`. */
+  async function firstFailsByCallback(code: number, status: string) {
     const tenant = await createConnectedTenant(t.app);
     await t.deps.db.updateTable('business_accounts').set({ messages_per_second: 2 }).where('tenant_id', '=', tenant.id).execute();
     const workers = runCampaignWorkers(t, [tenant.id]);
@@ -323,49 +324,37 @@ describe('campaigns: every upstream answer through the outcome model', () => {
       const template = await createApprovedTemplate(t.app, tenant);
       const tag = uniqueTag();
       const contacts = await createContacts(t, tenant, someContacts(6, { tags: [tag] }));
-      await rule(contacts[0].phone, 'fail', { error_code: 131031 });
+      await rule(contacts[0].phone, 'fail', { error_code: code });
       const id = await campaignOf(tenant, template.id, tag, { batch_size: 1 });
       await call(t.app, tenant, 'POST', `/campaigns/${id}/send`);
-      const failed = await eventually(async () => {
+      const campaign = await eventually(async () => {
         const c = await getCampaign(tenant, id);
-        return c.status === 'FAILED' ? c : null;
+        return c.status === status ? c : null;
       }, 20_000);
-      expect(failed.failure_reason).toMatch(/131031/);
       const account = await t.deps.db.selectFrom('business_accounts').select(['status', 'status_reason']).where('tenant_id', '=', tenant.id).executeTakeFirstOrThrow();
-      expect(account.status).toBe('restricted');
-      expect(account.status_reason).toMatch(/131031/);
-      expect(await recipient(id, contacts[0].phone)).toMatchObject({ status: 'failed', error_code: 131031 });
+      return { tenant, id, first: contacts[0].phone, campaign, account };
     } finally {
       await workers.stop();
     }
+  }
+
+  it('an account-stopping code by callback (131031) acts as the same answer at send: the account is restricted and its running campaigns fail', { timeout: 60_000 }, async () => {
+    const { id, first, campaign, account } = await firstFailsByCallback(131031, 'FAILED');
+    expect(campaign.failure_reason).toMatch(/131031/);
+    expect(account.status).toBe('restricted');
+    expect(account.status_reason).toMatch(/131031/);
+    expect(await recipient(id, first)).toMatchObject({ status: 'failed', error_code: 131031 });
   });
 
   it('a number restricted for spam by callback (131048) pauses the running campaign (paused_reason number_restricted), its recipient waits an hour pending, the account stays active', { timeout: 60_000 }, async () => {
-    const tenant = await createConnectedTenant(t.app);
-    await t.deps.db.updateTable('business_accounts').set({ messages_per_second: 2 }).where('tenant_id', '=', tenant.id).execute();
-    const workers = runCampaignWorkers(t, [tenant.id]);
-    try {
-      const template = await createApprovedTemplate(t.app, tenant);
-      const tag = uniqueTag();
-      const contacts = await createContacts(t, tenant, someContacts(6, { tags: [tag] }));
-      await rule(contacts[0].phone, 'fail', { error_code: 131048 });
-      const id = await campaignOf(tenant, template.id, tag, { batch_size: 1 });
-      await call(t.app, tenant, 'POST', `/campaigns/${id}/send`);
-      const paused = await eventually(async () => {
-        const c = await getCampaign(tenant, id);
-        return c.status === 'PAUSED' ? c : null;
-      }, 20_000);
-      expect(paused).toMatchObject({ paused_reason: 'number_restricted', failure_reason: null });
-      const account = await t.deps.db.selectFrom('business_accounts').select('status').where('tenant_id', '=', tenant.id).executeTakeFirstOrThrow();
-      expect(account.status).toBe('active');
-      const row = await recipient(id, contacts[0].phone);
-      expect(row.status).toBe('pending');
-      expect(row.not_before!.getTime()).toBeGreaterThan(Date.now() + 59 * 60_000);
-      expect(await eventsOf(t.deps, tenant.id, 'campaign.paused')).toHaveLength(1);
-      expect((await eventsOf(t.deps, tenant.id, 'message.failed')).filter((e: any) => e.data.to === contacts[0].phone)).toEqual([]);
-    } finally {
-      await workers.stop();
-    }
+    const { tenant, id, first, campaign, account } = await firstFailsByCallback(131048, 'PAUSED');
+    expect(campaign).toMatchObject({ paused_reason: 'number_restricted', failure_reason: null });
+    expect(account.status).toBe('active');
+    const row = await recipient(id, first);
+    expect(row.status).toBe('pending');
+    expect(row.not_before!.getTime()).toBeGreaterThan(Date.now() + 59 * 60_000);
+    expect(await eventsOf(t.deps, tenant.id, 'campaign.paused')).toHaveLength(1);
+    expect((await eventsOf(t.deps, tenant.id, 'message.failed')).filter((e: any) => e.data.to === first)).toEqual([]);
   });
 
   it(`a campaign whose first ${REFUSED_RUN} sends are all refused with one request code (132000) pauses (paused_reason requests_refused); accepted sends among them keep it going`, { timeout: 60_000 }, async () => {
