@@ -411,7 +411,7 @@ export class CampaignDispatcher {
       this.refusedRuns.delete(campaignId); // resumed, it gets another run
       return { code: run.code };
     }
-    this.refusedRuns.set(campaignId, run ?? null);
+    if (run !== undefined) this.refusedRuns.set(campaignId, run);
     return null;
   }
 

@@ -144,7 +144,6 @@ export const campaignsRepository = {
     return row!;
   },
 
-
   /** Recomputes the status counters from the recipient rows (refresh-metrics). */
   async recountStats(tx: Tx, tenantId: string, id: string): Promise<CampaignRow | undefined> {
     // Held from before the count: no fold of this campaign's moves can commit between the count's

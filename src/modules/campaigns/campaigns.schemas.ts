@@ -47,7 +47,7 @@ const campaignFields = {
   stats: CampaignStats,
   /** Why a FAILED campaign stopped (additive). */
   failure_reason: Nullable(Type.String()),
-  /** Why a PAUSED campaign is paused: `user`, `template_paused` (resumed by itself once the template is approved again) `number_restricted` (131048) or `requests_refused` (every send refused with one request code), these two resumed by the tenant. Additive. */
+  /** Why a PAUSED campaign is paused: `user`, `template_paused` (resumed by itself once the template is approved again), `number_restricted` (131048) or `requests_refused` (every send refused with one request code), these two resumed by the tenant. Additive. */
   paused_reason: Nullable(Type.String()),
   /** Whether recipients Meta deferred (131049) are retried later (CAMPAIGN_DEFER_MS) instead of failed at once. Additive. */
   retry_deferred: Type.Boolean(),
