@@ -81,6 +81,12 @@ export function exhausted(outcome: Extract<SendOutcome, { kind: 'retry_later' }>
   return after === 'bad_request' ? { kind: 'request_invalid', error } : { kind: 'recipient_failed', error };
 }
 
+/** Answers that stop more than this message (a template, a number, an account): the campaign halts at once. */
+export type StopOutcome = Extract<SendOutcome, { kind: 'template_stopped' | 'number_restricted' | 'account_stopped' }>;
+export function isStop(outcome: SendOutcome): outcome is StopOutcome {
+  return outcome.kind === 'template_stopped' || outcome.kind === 'number_restricted' || outcome.kind === 'account_stopped';
+}
+
 /** Throttling answers: the caller (or the number's pace) should slow down, nothing failed. */
 export function isThrottle(outcome: SendOutcome): boolean {
   return outcome.kind === 'retry_later' && (outcome.error?.code === 130429 || outcome.error?.code === 131056);

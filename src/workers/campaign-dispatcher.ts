@@ -13,7 +13,7 @@ import type { MediaType } from '../modules/media/media.types.ts';
 import { SendWindow, type SendPacer } from '../modules/messages/send-pacer.ts';
 import { placeholderPlan } from '../modules/templates/templates.grammar.ts';
 import { applyStop, applyTemplateStatus, pauseCampaign } from '../modules/campaigns/upstream-stops.ts';
-import { exhausted, isThrottle, outcomeOfSend, type FailureOutcome, type SendOutcome } from '../upstream/outcomes.ts';
+import { exhausted, isStop, isThrottle, outcomeOfSend, type FailureOutcome, type SendOutcome } from '../upstream/outcomes.ts';
 import type { UpstreamAccount, UpstreamClient } from '../upstream/types.ts';
 import type { WorkerLoop } from './loop.ts';
 import type { NumberLease, NumberOwnership } from './number-ownership.ts';
@@ -375,7 +375,7 @@ export class CampaignDispatcher {
       } finally {
         release();
       }
-      if (outcome.kind === 'template_stopped' || outcome.kind === 'account_stopped' || outcome.kind === 'number_restricted') this.haltCampaign(campaign.id);
+      if (isStop(outcome)) this.haltCampaign(campaign.id);
       return { send, outcome };
     }));
     await this.record(campaign, results);
@@ -454,6 +454,7 @@ export class CampaignDispatcher {
     const fail = (id: string, outcome: FailureOutcome) => outcomes.failed.push({ id, code: outcome.error!.code < 0 ? null : outcome.error!.code, title: outcome.error!.title });
     for (const { send, outcome } of results) {
       if (!outcome) { outcomes.unsent.push({ id: send.id, claimedBy: this.claimant, attempts: send.attempts }); continue; }
+      if (isStop(outcome)) stop ??= outcome;
       switch (outcome.kind) {
         case 'accepted':
         case 'held':
@@ -475,12 +476,10 @@ export class CampaignDispatcher {
           break;
         case 'number_restricted':
           // Not sent: the recipient waits out the restriction, and the number's campaigns pause.
-          stop ??= outcome;
           outcomes.retry.push({ id: send.id, retryAt: new Date(now + outcome.retryAfterMs) });
           break;
         case 'template_stopped':
         case 'account_stopped':
-          stop ??= outcome;
           // A paused template pauses the campaign: its recipient goes out once it is approved again.
           // An account stopped fails the campaign; its recipients were not at fault.
           if (outcome.kind === 'template_stopped' && outcome.templateStatus !== 'paused') fail(send.id, outcome);

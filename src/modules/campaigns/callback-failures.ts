@@ -1,7 +1,7 @@
 import { sql } from 'kysely';
 import type { Tx } from '../../db/database.ts';
 import { unnestRows } from '../../db/unnest.ts';
-import { isThrottle, outcomeOfCallbackFailure, type FailureOutcome } from '../../upstream/outcomes.ts';
+import { isStop, isThrottle, outcomeOfCallbackFailure, type FailureOutcome } from '../../upstream/outcomes.ts';
 import { messageMatcher, namedMessageIds, type StatusUpdate } from '../messages/messages.statuses.ts';
 import { withCounterMoves, type MovedRecipient } from './campaigns.repository.ts';
 import { applyStop } from './upstream-stops.ts';
@@ -73,7 +73,7 @@ export async function settleCallbackFailures(tx: Tx, tenantId: string, updates: 
       continue;
     }
     const outcome = outcomeOfCallbackFailure(code, title, Math.max(0, (row.attempts ?? 1) - 1));
-    if (outcome.kind === 'template_stopped' || outcome.kind === 'account_stopped' || outcome.kind === 'number_restricted') stops.push({ outcome, templateId: row.template_id, at: u.timestamp });
+    if (isStop(outcome)) stops.push({ outcome, templateId: row.template_id, at: u.timestamp });
     // A campaign that has ended (a late failure of its last sends) sends nothing more: the failure stands.
     if (!row.campaign_id || row.recipient_status === null || (row.campaign_status !== 'RUNNING' && row.campaign_status !== 'PAUSED')) continue;
     if (row.recipient_status === 'pending' || row.recipient_status === 'deferred' || again.some((a) => a.id === row.id)) {
