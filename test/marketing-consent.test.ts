@@ -9,6 +9,9 @@ import { createApprovedTemplate, createConnectedTenant, eventsOf, sandboxControl
  * send's answer or by callback, PATCH) makes MARKETING campaigns skip it and leaves UTILITY ones
  * alone; the US rule and the frequency cap skip too; previews, coverage and the pre-flight count them.
  */
+const OPT_OUT_WAIT_MS = 30_000;
+const WAITS = { timeout: OPT_OUT_WAIT_MS + 30_000 };
+
 describe('marketing consent', () => {
   let t: UpstreamTestApp;
   beforeAll(async () => { t = await startUpstreamApp({ ...CAMPAIGN_ENV, RATE_LIMIT_PER_MINUTE: '100000' }); });
@@ -27,11 +30,22 @@ describe('marketing consent', () => {
   const inbound = (tenant: UpstreamTenant, from: string, text: string, extra: Record<string, unknown> = {}) =>
     sandboxControl(t.sandbox!, 'POST', '/__sandbox/inbound', { to_phone_number_id: tenant.phoneNumberId, from, text, ...extra });
   // Inbound callbacks come from the sandbox over HTTP: with the multi-node drill running beside this
-  // file on two cores, 10 s was not always enough.
-  const optedOut = (tenant: UpstreamTenant, id: string, value: boolean) => eventually(async () => {
-    const c = await contactOf(tenant, id);
-    return c.marketing_opt_out === value ? c : null;
-  }, 30_000);
+  // file on two cores, 10 s was not always enough. A wait that ends says what it saw (the tests that
+  // wait give it time to: OPT_OUT_WAIT_MS is below their timeout).
+  const optedOut = async (tenant: UpstreamTenant, id: string, value: boolean) => {
+    try {
+      return await eventually(async () => {
+        const c = await contactOf(tenant, id);
+        return c.marketing_opt_out === value ? c : null;
+      }, OPT_OUT_WAIT_MS);
+    } catch {
+      const contact = await contactOf(tenant, id);
+      const inbound = await t.deps.db.selectFrom('inbound_messages').select(['from_phone', 'text', 'received_at']).where('tenant_id', '=', tenant.id).execute();
+      const { delivered, dropped } = t.sandbox!.state.deliverer;
+      throw new Error(`contact ${id}: marketing_opt_out ${contact.marketing_opt_out}, not ${value}, after ${OPT_OUT_WAIT_MS} ms; the tenant's inbound messages ${JSON.stringify(inbound)}; `
+        + `sandbox callbacks delivered ${delivered}, dropped ${dropped}, all settled ${t.sandbox!.state.deliverer.idle()}`);
+    }
+  };
 
   /** Runs a campaign of `category` to `tag` to its end; returns it with its recipients. */
   async function runCampaign(tenant: UpstreamTenant, templateId: string, tag: string) {
@@ -151,7 +165,7 @@ describe('marketing consent', () => {
     expect(a.done.stats).toMatchObject({ total: 7, skipped: 0, failed: 0 });
   });
 
-  it('resume and START clear the opt-out; an older stop redelivered after a newer resume changes nothing; contact.updated once per change', async () => {
+  it('resume and START clear the opt-out; an older stop redelivered after a newer resume changes nothing; contact.updated once per change', WAITS, async () => {
     const tenant = await createConnectedTenant(t.app);
     const [prefs, keyword] = [ukPhone(), ukPhone()];
     const [a, b] = await createContacts(t, tenant, [{ first_name: 'P', phone: prefs }, { first_name: 'K', phone: keyword }]);
@@ -179,7 +193,7 @@ describe('marketing consent', () => {
     expect((await updatedEvents(tenant, b.id)).map((e) => (e.data as { marketing_opt_out_source: string | null }).marketing_opt_out_source)).toEqual(['keyword', null]);
   });
 
-  it('a user_preferences callback naming only the business-scoped user id finds the contact by an earlier message of that user', async () => {
+  it('a user_preferences callback naming only the business-scoped user id finds the contact by an earlier message of that user', WAITS, async () => {
     const tenant = await createConnectedTenant(t.app);
     const phone = ukPhone();
     const [contact] = await createContacts(t, tenant, [{ first_name: 'U', phone }]);
@@ -190,7 +204,7 @@ describe('marketing consent', () => {
     expect(await optedOut(tenant, contact.id, true)).toMatchObject({ marketing_opt_out_source: 'user_preferences' });
   });
 
-  it('tenant isolation: a user_preferences callback or keyword to one tenant\'s number leaves another tenant\'s contact with the same phone alone', async () => {
+  it('tenant isolation: a user_preferences callback or keyword to one tenant\'s number leaves another tenant\'s contact with the same phone alone', WAITS, async () => {
     const [mine, other] = [await createConnectedTenant(t.app), await createConnectedTenant(t.app)];
     const phone = ukPhone();
     const [a] = await createContacts(t, mine, [{ first_name: 'A', phone }]);
@@ -290,7 +304,7 @@ describe('marketing consent', () => {
     }
   });
 
-  it('operator marketing-settings: defaults, partial PATCH, normalised keywords, custom keywords, 400s, 404, 401', async () => {
+  it('operator marketing-settings: defaults, partial PATCH, normalised keywords, custom keywords, 400s, 404, 401', WAITS, async () => {
     const tenant = await createConnectedTenant(t.app);
     const url = `/admin/v1/tenants/${tenant.id}/marketing-settings`;
     const got = await t.app.inject({ method: 'GET', url, headers: adminHeaders });
