@@ -102,6 +102,21 @@ export const EVENT_DATA_SCHEMAS: Record<string, Schema> = {
   CampaignEventData: {
     allOf: [ref('Campaign'), { type: 'object', required: ['audiences'], properties: { audiences: { type: 'array', items: ref('CampaignAudience') } } }],
   },
+  CampaignPausedEventData: {
+    allOf: [ref('CampaignEventData'), {
+      type: 'object',
+      properties: {
+        reason: { type: 'string', description: 'Set when the service paused it: template_paused, number_restricted or requests_refused.' },
+        error_code: { type: 'integer', description: 'The upstream code behind number_restricted (131048) or requests_refused.' },
+      },
+    }],
+  },
+  CampaignResumedEventData: {
+    allOf: [ref('CampaignEventData'), {
+      type: 'object',
+      properties: { reason: { type: 'string', description: 'template_approved when the service resumed it (the template it paused for was approved again).' } },
+    }],
+  },
   CampaignFailedEventData: {
     allOf: [ref('CampaignEventData'), {
       type: 'object',
@@ -135,8 +150,8 @@ const EVENTS: Record<EventType, { when: string; data: string }> = {
   'campaign.updated': { when: 'A campaign that has not dispatched was edited.', data: 'CampaignEventData' },
   'campaign.scheduled': { when: 'After schedule, or a create with scheduled_at.', data: 'CampaignEventData' },
   'campaign.started': { when: 'Dispatch began, manually or at the scheduled time.', data: 'CampaignEventData' },
-  'campaign.paused': { when: 'After pause.', data: 'CampaignEventData' },
-  'campaign.resumed': { when: 'After resume.', data: 'CampaignEventData' },
+  'campaign.paused': { when: 'After pause, or when the service paused it (its template paused, its number restricted for spam, its sends all refused the same way): then with reason and error_code.', data: 'CampaignPausedEventData' },
+  'campaign.resumed': { when: 'After resume, or when the service resumed it (the template it paused for was approved again): then with reason.', data: 'CampaignResumedEventData' },
   'campaign.stopped': { when: 'After stop.', data: 'CampaignEventData' },
   'campaign.completed': { when: 'Every recipient was processed.', data: 'CampaignEventData' },
   'campaign.failed': { when: 'A fatal error stopped the dispatch (the business account token was refused, for example).', data: 'CampaignFailedEventData' },

@@ -115,7 +115,7 @@ export const PUBLIC_OPERATIONS: Record<string, OperationDoc> = {
   'POST /messages/template': {
     operationId: 'sendTemplateMessage', summary: 'Send a template message', tag: 'Messages', upstream: 'sending the message',
     notFound: 'No active WABA account for this tenant',
-    description: '`to` is E.164. `status: accepted` does not mean delivered: follow the message.* events (a message.failed may follow the 200). The sending number\'s throughput is paced: a number saturated for 5 s answers 429 with Retry-After. Upstream failures (502, 504) are safe to retry.',
+    description: '`to` is E.164. `status: accepted` does not mean delivered: follow the message.* events (a message.failed may follow the 200). The sending number\'s throughput is paced: a number saturated for 5 s answers 429 with Retry-After, as do an upstream throttle (130429, 131056) and a number restricted for spam (131048, Retry-After 3600). Upstream failures (502, 504) are safe to retry.',
     example: {
       to: PHONE, template_name: 'order_update', language: 'en',
       components: [{ type: 'body', parameters: [{ type: 'text', text: 'Ana' }, { type: 'text', text: 'A-1001' }] }],
@@ -151,6 +151,7 @@ export const PUBLIC_OPERATIONS: Record<string, OperationDoc> = {
     operationId: 'createCampaign', summary: 'Create a campaign', tag: 'Campaigns', notFound: `Template ${UUID} not found or not approved`,
     description: 'Starts in DRAFT, or SCHEDULED with `scheduled_at`. The template must be approved; `variable_mapping` is required when it has variables. '
       + 'The audience is optional and can be set later (a SCHEDULED campaign: pause, set it, resume); a campaign that still has no recipients when its time comes sends nothing and completes. '
+      + 'With `scheduled_at`, the plan must include campaigns (403 UPGRADE_REQUIRED, feature_key campaigns). '
       + 'Emits campaign.created (and campaign.scheduled).',
     example: {
       name: 'Spring sale', description: 'Loyal customers first', template_id: UUID, batch_size: 50,

@@ -395,8 +395,10 @@ export class CampaignDispatcher {
 
   /**
    * Reference §4 (REQ): a request refused the same way for every row is the campaign's fault (a
-   * parameter count the template does not have, say), not the rows'. The first REFUSED_RUN sends of
-   * a campaign all refused with one code: the code, and the campaign pauses with campaign.paused.
+   * parameter count the template does not have, say), not the rows'. Every answer this worker saw
+   * for the campaign so far a request refusal, the last REFUSED_RUN with one code: the code, and the
+   * campaign pauses with campaign.paused. Any other answer ends the watch; unknown and retry-later
+   * answers do not count.
    */
   private refusedEveryRow(campaignId: string, results: { outcome: SendOutcome | null }[]): { code: number } | null {
     let run = this.refusedRuns.get(campaignId);

@@ -289,7 +289,7 @@ export interface paths {
         put?: never;
         /**
          * Send a template message
-         * @description `to` is E.164. `status: accepted` does not mean delivered: follow the message.* events (a message.failed may follow the 200). The sending number's throughput is paced: a number saturated for 5 s answers 429 with Retry-After. Upstream failures (502, 504) are safe to retry.
+         * @description `to` is E.164. `status: accepted` does not mean delivered: follow the message.* events (a message.failed may follow the 200). The sending number's throughput is paced: a number saturated for 5 s answers 429 with Retry-After, as do an upstream throttle (130429, 131056) and a number restricted for spam (131048, Retry-After 3600). Upstream failures (502, 504) are safe to retry.
          *
          *     Scope: messages:send.
          */
@@ -433,7 +433,7 @@ export interface paths {
         put?: never;
         /**
          * Create a campaign
-         * @description Starts in DRAFT, or SCHEDULED with `scheduled_at`. The template must be approved; `variable_mapping` is required when it has variables. The audience is optional and can be set later (a SCHEDULED campaign: pause, set it, resume); a campaign that still has no recipients when its time comes sends nothing and completes. Emits campaign.created (and campaign.scheduled).
+         * @description Starts in DRAFT, or SCHEDULED with `scheduled_at`. The template must be approved; `variable_mapping` is required when it has variables. The audience is optional and can be set later (a SCHEDULED campaign: pause, set it, resume); a campaign that still has no recipients when its time comes sends nothing and completes. With `scheduled_at`, the plan must include campaigns (403 UPGRADE_REQUIRED, feature_key campaigns). Emits campaign.created (and campaign.scheduled).
          *
          *     Scope: campaigns:write.
          */
@@ -1470,8 +1470,8 @@ export interface webhooks {
         get?: never;
         put?: never;
         /**
-         * After pause
-         * @description After pause.
+         * After pause, or when the service paused it (its template paused, its number restricted for spam, its sends all refused the same way): then with reason and error_code
+         * @description After pause, or when the service paused it (its template paused, its number restricted for spam, its sends all refused the same way): then with reason and error_code.
          *
          *     Sent as a signed POST to every active endpoint subscribed to `campaign.paused`.
          */
@@ -1492,8 +1492,8 @@ export interface webhooks {
         get?: never;
         put?: never;
         /**
-         * After resume
-         * @description After resume.
+         * After resume, or when the service resumed it (the template it paused for was approved again): then with reason
+         * @description After resume, or when the service resumed it (the template it paused for was approved again): then with reason.
          *
          *     Sent as a signed POST to every active endpoint subscribed to `campaign.resumed`.
          */
@@ -2571,6 +2571,16 @@ export interface components {
         CampaignEventData: components["schemas"]["Campaign"] & {
             audiences: components["schemas"]["CampaignAudience"][];
         };
+        CampaignPausedEventData: components["schemas"]["CampaignEventData"] & {
+            /** @description Set when the service paused it: template_paused, number_restricted or requests_refused. */
+            reason?: string;
+            /** @description The upstream code behind number_restricted (131048) or requests_refused. */
+            error_code?: number;
+        };
+        CampaignResumedEventData: components["schemas"]["CampaignEventData"] & {
+            /** @description template_approved when the service resumed it (the template it paused for was approved again). */
+            reason?: string;
+        };
         CampaignFailedEventData: components["schemas"]["CampaignEventData"] & {
             reason: string;
             error_code: null | number;
@@ -2801,7 +2811,7 @@ export interface components {
             created_at: string;
             data: components["schemas"]["CampaignEventData"];
         };
-        /** @description The `campaign.paused` envelope. After pause. */
+        /** @description The `campaign.paused` envelope. After pause, or when the service paused it (its template paused, its number restricted for spam, its sends all refused the same way): then with reason and error_code. */
         CampaignPausedEvent: {
             /**
              * Format: uuid
@@ -2812,9 +2822,9 @@ export interface components {
             type: "campaign.paused";
             /** Format: date-time */
             created_at: string;
-            data: components["schemas"]["CampaignEventData"];
+            data: components["schemas"]["CampaignPausedEventData"];
         };
-        /** @description The `campaign.resumed` envelope. After resume. */
+        /** @description The `campaign.resumed` envelope. After resume, or when the service resumed it (the template it paused for was approved again): then with reason. */
         CampaignResumedEvent: {
             /**
              * Format: uuid
@@ -2825,7 +2835,7 @@ export interface components {
             type: "campaign.resumed";
             /** Format: date-time */
             created_at: string;
-            data: components["schemas"]["CampaignEventData"];
+            data: components["schemas"]["CampaignResumedEventData"];
         };
         /** @description The `campaign.stopped` envelope. After stop. */
         CampaignStoppedEvent: {
